@@ -1,0 +1,97 @@
+// Command turnledger is the one binary of the project: the coordination API
+// (serve, replay), the runtime authentication service (runtime, tenants), the
+// query monitor (monitor), the partner subcategory listing (catalogue) and the
+// deployment configuration validator (deployconfig).
+//
+// Each subcommand lives in a file of its own; main only sets up signals and
+// dispatches.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand: run gets the arguments after its name.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "serve the agent work coordination API (embedded NATS or --nats-url)", runServe},
+		{"replay", "rebuild every projection from ledger_seq 1 and swap it in", runReplay},
+		{"runtime", "serve the runtime authentication service", runRuntime},
+		{"tenants", "administer the runtime's tenant allowlist (add|suspend|delete|list)", runTenants},
+		{"monitor", "serve the query monitor", runMonitor},
+		{"catalogue", "serve the partner subcategory listing", runCatalogue},
+		{"deployconfig", "validate deployment configuration files (validate|schema)", runDeployconfig},
+	}
+}
+
+// errUsage marks an error whose message is a usage text: exit status 2.
+var errUsage = errors.New("usage")
+
+// exitCoder lets a subcommand choose its exit status.
+type exitCoder interface{ ExitCode() int }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Main runs the subcommand named by args[0] and returns the exit status.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		var ec exitCoder
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &ec):
+			if msg := err.Error(); msg != "" {
+				fmt.Fprintln(stderr, msg)
+			}
+			return ec.ExitCode()
+		case errors.Is(err, errUsage):
+			fmt.Fprintln(stderr, err)
+			return 2
+		default:
+			fmt.Fprintf(stderr, "turnledger %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "turnledger: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: turnledger <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'turnledger <command> --help' for the flags of a command.")
+}
