@@ -1,0 +1,109 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Event is one fact on the ledger: the JSON envelope of DESIGN.md. The
+// ledger_seq is not part of it; it is the position the ledger gives it (see
+// Recorded).
+type Event struct {
+	Type      string    `json:"type"`       // e.g. "turn.dispatched"; never derived from the Go type
+	V         int       `json:"v"`          // schema version of Data
+	ProjectID string    `json:"project_id"` // the project the event belongs to
+	Aggregate string    `json:"aggregate"`  // "turn", "agent", …: the kind of thing it changes
+	ID        string    `json:"id"`         // the aggregate's id
+	At        time.Time `json:"at"`         // when it was decided, UTC
+	Actor     Actor     `json:"actor"`      // who asked for it
+	Data      any       `json:"data"`       // one of the *Data types of the codec table
+	Meta      *Meta     `json:"meta,omitempty"`
+	Trace     *Trace    `json:"trace,omitempty"`
+}
+
+// Recorded is an event together with its ledger_seq.
+type Recorded struct {
+	Seq   uint64
+	Event Event
+}
+
+// Actor is who caused an event: an agent of the project, or the admin.
+type Actor struct {
+	Kind    string `json:"kind"` // "agent" or "admin"
+	AgentID string `json:"agent_id,omitempty"`
+}
+
+// Meta is operation metadata (`meta` in the spec).
+type Meta struct {
+	Note        string          `json:"note,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
+	Annotations json.RawMessage `json:"annotations,omitempty"`
+}
+
+// Trace is trace context (`trace` in the spec).
+type Trace struct {
+	TraceID        string  `json:"trace_id,omitempty"`
+	ParentTraceID  *string `json:"parent_trace_id,omitempty"`
+	RecursionDepth *int    `json:"recursion_depth,omitempty"`
+}
+
+// idPattern is what an id must look like before it may enter a NATS subject
+// or a key: letters, digits, '_' and '-', at most 128 of them. A dot, a
+// wildcard or a space is refused.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// ValidID reports whether s is a safe id token.
+func ValidID(s string) bool { return idPattern.MatchString(s) }
+
+// eventType says how to decode the data of one (type, version).
+type eventType struct {
+	aggregate string
+	newData   func() any
+}
+
+type codecKey struct {
+	typ string
+	v   int
+}
+
+// MarshalEvent encodes e for the ledger. It refuses an event whose type and
+// version are not in the codec table, or whose ids are not safe tokens.
+func MarshalEvent(e Event) ([]byte, error) {
+	if _, ok := codec[codecKey{e.Type, e.V}]; !ok {
+		return nil, fmt.Errorf("kernel: unknown event type %s v%d", e.Type, e.V)
+	}
+	if !ValidID(e.ProjectID) || !ValidID(e.ID) {
+		return nil, fmt.Errorf("kernel: event %s has an unsafe project or aggregate id", e.Type)
+	}
+	return json.Marshal(e)
+}
+
+// UnmarshalEvent decodes an event written by MarshalEvent. An unknown type or
+// a newer version is an error, never a silent skip.
+func UnmarshalEvent(b []byte) (Event, error) {
+	var raw struct {
+		Event
+		Data json.RawMessage `json:"data"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return Event{}, fmt.Errorf("kernel: decode event: %w", err)
+	}
+	e := raw.Event
+	t, ok := codec[codecKey{e.Type, e.V}]
+	if !ok {
+		return Event{}, fmt.Errorf("kernel: unknown event type %s v%d", e.Type, e.V)
+	}
+	data := t.newData()
+	dd := json.NewDecoder(bytes.NewReader(raw.Data))
+	dd.UseNumber()
+	if err := dd.Decode(data); err != nil {
+		return Event{}, fmt.Errorf("kernel: decode %s v%d data: %w", e.Type, e.V, err)
+	}
+	e.Data = data
+	return e, nil
+}
