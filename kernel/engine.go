@@ -1,0 +1,276 @@
+package kernel
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Ledger is what the engine needs of the event store. The ledger package
+// implements it on JetStream.
+type Ledger interface {
+	// Append appends e if the last ledger_seq among the project's events is
+	// expectLast (0: the project has none), and returns its ledger_seq. A
+	// lost race returns an error that errors.Is ErrStale.
+	Append(ctx context.Context, project string, expectLast uint64, e Event) (uint64, error)
+	// ReadProject calls fn for every event of the project after the given
+	// ledger_seq, in order, and returns the last ledger_seq seen.
+	ReadProject(ctx context.Context, project string, after uint64, fn func(Recorded) error) (uint64, error)
+	// LastSeq returns the ledger_seq of the project's last event (0 if none).
+	LastSeq(ctx context.Context, project string) (uint64, error)
+}
+
+// Config holds the engine's settings.
+type Config struct {
+	ClaimTTL      time.Duration // lease of a claim; renew extends it by as much
+	CredentialTTL time.Duration // lifetime of an agent credential
+	InviteTTL     time.Duration // default lifetime of a join invite
+	MaxInviteTTL  time.Duration // the longest lifetime an invite may ask for
+	MaxDepth      int           // deepest child Turn (a root Turn has depth 0)
+	MaxAttempts   int           // decide-append rounds before a contended command gives up
+	Now           func() time.Time
+	Rand          io.Reader
+}
+
+// DefaultConfig returns the defaults documented in the README.
+func DefaultConfig() Config {
+	return Config{
+		ClaimTTL:      60 * time.Second,
+		CredentialTTL: 30 * 24 * time.Hour,
+		InviteTTL:     24 * time.Hour,
+		MaxInviteTTL:  7 * 24 * time.Hour,
+		MaxDepth:      8,
+		MaxAttempts:   16,
+		Now:           time.Now,
+		Rand:          rand.Reader,
+	}
+}
+
+// Validate reports every problem of the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ClaimTTL < time.Second {
+		errs = append(errs, errors.New("claim TTL must be at least 1s"))
+	}
+	if c.CredentialTTL < time.Minute {
+		errs = append(errs, errors.New("credential TTL must be at least 1m"))
+	}
+	if c.InviteTTL <= 0 || c.MaxInviteTTL < c.InviteTTL {
+		errs = append(errs, errors.New("invite TTL must be positive and at most the maximum invite TTL"))
+	}
+	if c.MaxDepth < 0 {
+		errs = append(errs, errors.New("max depth must not be negative"))
+	}
+	if c.MaxAttempts < 1 {
+		errs = append(errs, errors.New("max attempts must be at least 1"))
+	}
+	if c.Now == nil || c.Rand == nil {
+		errs = append(errs, errors.New("a clock and a random source are required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Engine runs commands: per project it keeps the write model folded from the
+// ledger, decides on it under the project's lock, appends with the expectation
+// that the project's last ledger_seq is the one folded, and evolves. A lost
+// race (another instance wrote) is caught up and decided again, so clients
+// see only real refusals. Projects never wait for each other.
+type Engine struct {
+	ledger Ledger
+	cfg    Config
+
+	mu       sync.Mutex
+	projects map[string]*slot
+}
+
+type slot struct {
+	mu     sync.Mutex
+	p      *Project
+	loaded bool
+}
+
+// NewEngine returns an engine over the ledger.
+func NewEngine(l Ledger, cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Engine{ledger: l, cfg: cfg, projects: map[string]*slot{}}, nil
+}
+
+// Config returns the engine's configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Projects lists the projects this engine has loaded.
+func (e *Engine) Projects() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := make([]string, 0, len(e.projects))
+	for id := range e.projects {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// with runs fn on the project's caught-up state under its lock.
+func (e *Engine) with(ctx context.Context, project string, fresh bool, fn func(*Project) error) error {
+	if !ValidID(project) {
+		return invalid("project id %q must be 1 to 128 letters, digits, '_' or '-'", project)
+	}
+	e.mu.Lock()
+	s := e.projects[project]
+	if s == nil {
+		s = &slot{p: NewProject(project)}
+		e.projects[project] = s
+	}
+	e.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.loaded {
+		if err := e.catchUp(ctx, s.p); err != nil {
+			return err
+		}
+		s.loaded = true
+	} else if fresh {
+		last, err := e.ledger.LastSeq(ctx, project)
+		if err != nil {
+			return fmt.Errorf("kernel: read last ledger_seq of project %s: %w", project, err)
+		}
+		if last > s.p.Seq {
+			if err := e.catchUp(ctx, s.p); err != nil {
+				return err
+			}
+		}
+	}
+	return fn(s.p)
+}
+
+func (e *Engine) catchUp(ctx context.Context, p *Project) error {
+	_, err := e.ledger.ReadProject(ctx, p.ID, p.Seq, func(r Recorded) error {
+		Evolve(p, r)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kernel: read project %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// execute decides and appends one command on p (its lock held), retrying after
+// a lost race. It returns the ledger_seq a reader must wait for: the appended
+// event's, or the project's last when nothing was appended.
+func (e *Engine) execute(ctx context.Context, p *Project, cmd Command) (uint64, error) {
+	seq, _, err := e.decideAppend(ctx, p, cmd)
+	return seq, err
+}
+
+// decideAppend is execute that also returns the appended event (nil when the
+// command changed nothing).
+func (e *Engine) decideAppend(ctx context.Context, p *Project, cmd Command) (uint64, *Event, error) {
+	for attempt := 1; ; attempt++ {
+		events, err := Decide(p, cmd, e.cfg.Now())
+		if err != nil {
+			return 0, nil, err
+		}
+		if len(events) == 0 {
+			return p.Seq, nil, nil
+		}
+		ev := events[0]
+		seq, err := e.ledger.Append(ctx, p.ID, p.Seq, ev)
+		if errors.Is(err, ErrStale) && attempt < e.cfg.MaxAttempts {
+			if err := e.catchUp(ctx, p); err != nil {
+				return 0, nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return 0, nil, fmt.Errorf("kernel: append %s: %w", ev.Type, err)
+		}
+		Evolve(p, Recorded{Seq: seq, Event: ev})
+		return seq, &ev, nil
+	}
+}
+
+// Execute runs one command on a project and returns the ledger_seq to wait
+// for before reading its effects.
+func (e *Engine) Execute(ctx context.Context, project string, cmd Command) (uint64, error) {
+	var seq uint64
+	err := e.with(ctx, project, false, func(p *Project) error {
+		var err error
+		seq, err = e.execute(ctx, p, cmd)
+		return err
+	})
+	return seq, err
+}
+
+// View runs fn on the project's state, caught up with the ledger first, under
+// the project's lock. fn must not keep p.
+func (e *Engine) View(ctx context.Context, project string, fn func(p *Project) error) error {
+	return e.with(ctx, project, true, fn)
+}
+
+// Authenticate resolves the three-header identity against the project's
+// caught-up state, so that a credential revoked through any instance fails
+// here on the very next request.
+func (e *Engine) Authenticate(ctx context.Context, project, agentID, token string) (Caller, error) {
+	if !ValidID(agentID) {
+		return Caller{}, Errorf(Unauthorized, "X-Svc-Agent-Id must be a valid agent id")
+	}
+	var c Caller
+	err := e.with(ctx, project, true, func(p *Project) error {
+		var err error
+		c, err = Authenticate(p, agentID, HashSecret(token), e.cfg.Now())
+		return err
+	})
+	return c, err
+}
+
+// HashSecret is how every secret (credential token, claim token, join code) is
+// kept: the hex SHA-256 of it. Secrets are 256 random bits, so no salt or
+// stretching is needed.
+func HashSecret(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// newID draws an id with a prefix: 128 random bits in hex.
+func (e *Engine) newID(prefix string) (string, error) {
+	var b [16]byte
+	if _, err := io.ReadFull(e.cfg.Rand, b[:]); err != nil {
+		return "", fmt.Errorf("kernel: draw id: %w", err)
+	}
+	return prefix + hex.EncodeToString(b[:]), nil
+}
+
+// newSecret draws a secret with a prefix: 256 random bits, base64url.
+func (e *Engine) newSecret(prefix string) (string, error) {
+	var b [32]byte
+	if _, err := io.ReadFull(e.cfg.Rand, b[:]); err != nil {
+		return "", fmt.Errorf("kernel: draw secret: %w", err)
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// canonical re-encodes JSON so that equal values give equal bytes (object
+// keys sorted, white space dropped, numbers kept as written).
+func canonical(raw json.RawMessage) []byte {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return raw
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	return b
+}

@@ -1,0 +1,50 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind is the closed set of error kinds the kernel reports. They mirror the
+// error table of the coordination API; httpapi maps each to its status.
+type Kind string
+
+const (
+	Unauthorized Kind = "UnauthorizedError" // 401: missing, expired, revoked or invalid credentials
+	Forbidden    Kind = "ForbiddenError"    // 403: authenticated, but not allowed
+	NotFound     Kind = "NotFoundError"     // 404
+	Conflict     Kind = "ConflictError"     // 409: the state does not allow it (idempotency clash, wrong state)
+	Fencing      Kind = "FencingError"      // 409: stale, expired, foreign or forged claim token
+	Invariant    Kind = "InvariantError"    // 422: a rule of the domain refuses it
+	Validation   Kind = "ValidationError"   // 422: the request is malformed
+	BadRequest   Kind = "KernelError"       // 400: any other refusal of the kernel
+	Internal     Kind = "InternalError"     // 500: a bug or an outage, never the client's fault
+)
+
+// Error is a refusal of the kernel, with a message fit for the client.
+type Error struct {
+	Kind    Kind
+	Message string
+}
+
+func (e *Error) Error() string { return string(e.Kind) + ": " + e.Message }
+
+// Errorf makes an *Error of the given kind.
+func Errorf(kind Kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorKind returns the kind of err: the kind of an *Error in its chain, or
+// Internal for anything else.
+func ErrorKind(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return Internal
+}
+
+// ErrStale is what a Ledger returns (wrapped or as is) when an append lost a
+// race: the project's last sequence was not the one expected. The engine
+// catches up and decides again; clients never see it.
+var ErrStale = errors.New("kernel: the ledger moved on since the state was folded")

@@ -1,0 +1,324 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// The operations below wrap commands that need fresh ids, secrets or
+// expiries, which the engine draws from its injected random source and clock
+// before deciding. Secrets are returned to the caller once; only their hashes
+// reach Decide and the ledger.
+
+// DispatchResult says which Turn a dispatch created or found again.
+type DispatchResult struct {
+	TurnID  string
+	Seq     uint64
+	Created bool
+}
+
+// Dispatch creates a Turn, or returns the Turn an earlier dispatch with the
+// same dispatch_key and body created. cmd.TurnID, BodyHash, ParentHash and
+// MaxDepth are filled in here.
+func (e *Engine) Dispatch(ctx context.Context, project string, cmd Dispatch) (DispatchResult, error) {
+	id, err := e.newID("turn_")
+	if err != nil {
+		return DispatchResult{}, err
+	}
+	cmd.TurnID, cmd.MaxDepth = id, e.cfg.MaxDepth
+	if cmd.ParentClaim != nil {
+		cmd.ParentHash = HashSecret(cmd.ParentClaim.Token)
+	}
+	cmd.BodyHash = dispatchHash(cmd)
+	var res DispatchResult
+	err = e.with(ctx, project, false, func(p *Project) error {
+		seq, err := e.execute(ctx, p, cmd)
+		if err != nil {
+			return err
+		}
+		res = DispatchResult{TurnID: p.DispatchKeys[cmd.DispatchKey], Seq: seq}
+		res.Created = res.TurnID == id
+		return nil
+	})
+	return res, err
+}
+
+// dispatchHash fingerprints what a dispatch asks for, so that a repeated
+// dispatch_key can be told apart: the same request, or a different one.
+// meta and trace are context, not part of the request.
+func dispatchHash(cmd Dispatch) string {
+	parent := ""
+	if cmd.ParentClaim != nil {
+		parent = cmd.ParentClaim.TurnID + "/" + cmd.ParentClaim.AgentID
+	}
+	b, _ := json.Marshal([]any{
+		cmd.RequestedBy, cmd.TargetAgent, json.RawMessage(canonical(cmd.Input)), cmd.TurnKind,
+		cmd.Mode, cmd.RequestID, parent,
+	})
+	return HashSecret(string(b))
+}
+
+// ClaimResult is a won claim: the fencing token (returned once) and the Turn.
+type ClaimResult struct {
+	Token  ClaimToken
+	TurnID string
+	Seq    uint64
+}
+
+// Claim claims the agent's oldest queued Turn. It returns nil (and the
+// ledger_seq to wait for) when there is nothing to claim or the agent's
+// capacity is used up.
+func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID string) (*ClaimResult, uint64, error) {
+	claimID, err := e.newID("clm_")
+	if err != nil {
+		return nil, 0, err
+	}
+	token, err := e.newSecret("tlc_")
+	if err != nil {
+		return nil, 0, err
+	}
+	var res *ClaimResult
+	var seq uint64
+	err = e.with(ctx, project, false, func(p *Project) error {
+		expires := e.cfg.Now().UTC().Add(e.cfg.ClaimTTL).Truncate(time.Millisecond)
+		cmd := ClaimNext{Common: c, AgentID: agentID, ClaimID: claimID, TokenHash: HashSecret(token), ExpiresAt: expires}
+		var err error
+		var ev *Event
+		seq, ev, err = e.decideAppend(ctx, p, cmd)
+		if err != nil || ev == nil {
+			return err
+		}
+		t := p.Turns[ev.ID]
+		res = &ClaimResult{
+			Token:  ClaimToken{ProjectID: project, TurnID: t.ID, AgentID: agentID, Token: token, ExpiresAt: t.Claim.ExpiresAt},
+			TurnID: t.ID, Seq: seq,
+		}
+		return nil
+	})
+	return res, seq, err
+}
+
+// FencedResult is what a command under a claim reports back.
+type FencedResult struct {
+	Seq           uint64
+	TurnSeq       uint64
+	StopRequested bool
+	Claim         ClaimToken // with the renewed expiry, for Renew
+}
+
+// Fenced runs a command that carries a claim token (Renew, AppendRecord,
+// Suspend, Finish): the token's hash is filled in here.
+func (e *Engine) Fenced(ctx context.Context, project string, cmd Command) (FencedResult, error) {
+	var turnID string
+	switch c := cmd.(type) {
+	case Renew:
+		c.TokenHash = HashSecret(c.Claim.Token)
+		c.ExpiresAt = e.cfg.Now().UTC().Add(e.cfg.ClaimTTL).Truncate(time.Millisecond)
+		turnID, cmd = c.Claim.TurnID, c
+	case AppendRecord:
+		c.TokenHash = HashSecret(c.Claim.Token)
+		turnID, cmd = c.TurnID, c
+	case Suspend:
+		c.TokenHash = HashSecret(c.Claim.Token)
+		turnID, cmd = c.TurnID, c
+	case Finish:
+		c.TokenHash = HashSecret(c.Claim.Token)
+		turnID, cmd = c.TurnID, c
+	default:
+		return FencedResult{}, Errorf(Internal, "%T carries no claim", cmd)
+	}
+	var res FencedResult
+	err := e.with(ctx, project, false, func(p *Project) error {
+		seq, err := e.execute(ctx, p, cmd)
+		if err != nil {
+			return err
+		}
+		res.Seq = seq
+		if t := p.Turns[turnID]; t != nil {
+			res.TurnSeq, res.StopRequested = t.TurnSeq, t.StopRequested
+			if r, ok := cmd.(Renew); ok && t.Claim != nil {
+				res.Claim = r.Claim
+				res.Claim.ExpiresAt = t.Claim.ExpiresAt
+			}
+		}
+		return nil
+	})
+	return res, err
+}
+
+// ReconcileExpired releases every claim of the project that has expired and
+// returns the Turns it released.
+func (e *Engine) ReconcileExpired(ctx context.Context, project string, c Common) ([]string, uint64, error) {
+	var released []string
+	var last uint64
+	err := e.with(ctx, project, false, func(p *Project) error {
+		if _, err := p.check(c.Caller, e.cfg.Now()); err != nil {
+			return err
+		}
+		last = p.Seq
+		for _, id := range ExpiredClaims(p, e.cfg.Now()) {
+			before := p.Seq
+			seq, err := e.execute(ctx, p, ExpireClaim{Common: c, TurnID: id})
+			if err != nil {
+				return err
+			}
+			if seq > before {
+				released = append(released, id)
+			}
+			last = seq
+		}
+		return nil
+	})
+	return released, last, err
+}
+
+// Reap releases the expired claims of every project the engine has loaded,
+// as the system. It returns the first error met, after trying every project.
+func (e *Engine) Reap(ctx context.Context) (int, error) {
+	var n int
+	var first error
+	for _, project := range e.Projects() {
+		ids, _, err := e.ReconcileExpired(ctx, project, Common{Caller: Caller{Admin: true, System: true}})
+		n += len(ids)
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return n, first
+}
+
+// Preload loads the projects' write models, so that the reaper sees them
+// before any request names them.
+func (e *Engine) Preload(ctx context.Context, projects []string) error {
+	for _, p := range projects {
+		if err := e.with(ctx, p, false, func(*Project) error { return nil }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Credential is a freshly issued credential and its token, returned once.
+type IssuedCredential struct {
+	CredentialID string
+	AgentID      string
+	Token        string
+	ExpiresAt    time.Time
+	Seq          uint64
+}
+
+// IssueCredential issues a credential for the agent.
+func (e *Engine) IssueCredential(ctx context.Context, project string, c Common, agentID, via string) (IssuedCredential, error) {
+	id, err := e.newID("cred_")
+	if err != nil {
+		return IssuedCredential{}, err
+	}
+	token, err := e.newSecret("tla_")
+	if err != nil {
+		return IssuedCredential{}, err
+	}
+	expires := e.cfg.Now().UTC().Add(e.cfg.CredentialTTL).Truncate(time.Second)
+	seq, err := e.Execute(ctx, project, IssueCredential{Common: c, AgentID: agentID, CredentialID: id, TokenHash: HashSecret(token), ExpiresAt: expires, Via: via})
+	if err != nil {
+		return IssuedCredential{}, err
+	}
+	return IssuedCredential{CredentialID: id, AgentID: agentID, Token: token, ExpiresAt: expires, Seq: seq}, nil
+}
+
+// CreatedInvite is a new join invite and its code, returned once.
+type CreatedInvite struct {
+	Invite InviteCreated
+	Code   string
+	Seq    uint64
+}
+
+// CreateInvite creates a join invite. ttl 0 takes the default; a ttl above
+// the maximum is refused.
+func (e *Engine) CreateInvite(ctx context.Context, project string, c Common, inv InviteCreated, ttl time.Duration) (CreatedInvite, error) {
+	if ttl == 0 {
+		ttl = e.cfg.InviteTTL
+	}
+	if ttl < 0 || ttl > e.cfg.MaxInviteTTL {
+		return CreatedInvite{}, invalid("expires_in_seconds must be between 1 and %d", int(e.cfg.MaxInviteTTL.Seconds()))
+	}
+	if !ValidID(project) {
+		return CreatedInvite{}, invalid("project id %q must be 1 to 128 letters, digits, '_' or '-'", project)
+	}
+	id, err := e.newID("inv_")
+	if err != nil {
+		return CreatedInvite{}, err
+	}
+	secret, err := e.newSecret("")
+	if err != nil {
+		return CreatedInvite{}, err
+	}
+	code := JoinCodePrefix + project + "." + secret
+	inv.InviteID, inv.CodeHash = id, HashSecret(code)
+	inv.ExpiresAt = e.cfg.Now().UTC().Add(ttl).Truncate(time.Second)
+	seq, err := e.Execute(ctx, project, CreateInvite{Common: c, Invite: inv})
+	if err != nil {
+		return CreatedInvite{}, err
+	}
+	return CreatedInvite{Invite: inv, Code: code, Seq: seq}, nil
+}
+
+// JoinCodePrefix starts every join code. A code reads
+// "tlj.<project_id>.<secret>": the project it joins is not secret; the rest is.
+const JoinCodePrefix = "tlj."
+
+// Redeemed is the outcome of redeeming a join code.
+type Redeemed struct {
+	ProjectID  string
+	Invite     InviteCreated
+	Credential IssuedCredential
+}
+
+// RedeemInvite redeems a join code: it registers the invited agent if it is
+// new, issues a credential and returns its token once. A single-use invite is
+// redeemed once however many redeem it at the same moment: the project's lock
+// and the ledger's expectation serialise them.
+func (e *Engine) RedeemInvite(ctx context.Context, code string) (Redeemed, error) {
+	rest, ok := strings.CutPrefix(code, JoinCodePrefix)
+	project, _, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 || !ValidID(project) {
+		return Redeemed{}, Errorf(Unauthorized, "invalid join code")
+	}
+	id, err := e.newID("cred_")
+	if err != nil {
+		return Redeemed{}, err
+	}
+	token, err := e.newSecret("tla_")
+	if err != nil {
+		return Redeemed{}, err
+	}
+	var out Redeemed
+	err = e.with(ctx, project, true, func(p *Project) error {
+		expires := e.cfg.Now().UTC().Add(e.cfg.CredentialTTL).Truncate(time.Second)
+		seq, err := e.execute(ctx, p, RedeemInvite{CodeHash: HashSecret(code), CredentialID: id, TokenHash: HashSecret(token), ExpiresAt: expires})
+		if err != nil {
+			return err
+		}
+		inv := p.Invites[p.InviteCodes[HashSecret(code)]]
+		out = Redeemed{ProjectID: project, Invite: inv.Data, Credential: IssuedCredential{
+			CredentialID: id, AgentID: inv.Data.AgentID, Token: token, ExpiresAt: expires, Seq: seq,
+		}}
+		return nil
+	})
+	return out, err
+}
+
+// ReportWorkMemory validates and records a work-memory report.
+func (e *Engine) ReportWorkMemory(ctx context.Context, project string, c Common, agentID string, raw []byte) (string, uint64, error) {
+	r, err := ParseWorkMemoryReport(raw)
+	if err != nil {
+		return "", 0, err
+	}
+	id, err := e.newID("rep_")
+	if err != nil {
+		return "", 0, err
+	}
+	seq, err := e.Execute(ctx, project, ReportWorkMemory{Common: c, AgentID: agentID, ReportID: id, Report: r})
+	return id, seq, err
+}

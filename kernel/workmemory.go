@@ -1,0 +1,95 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
+
+// WorkMemoryKind is the constant kind of a work-memory report manifest.
+const WorkMemoryKind = "agent_work_memory_report_manifest.v1"
+
+// ParseWorkMemoryReport decodes a work-memory report manifest exactly as the
+// contract states it: the listed fields and no others, records shaped as
+// {role, payload, source_refs}, and no `meta` key anywhere in the manifest —
+// operation metadata is trusted service-side context, never agent input.
+func ParseWorkMemoryReport(raw []byte) (WorkMemoryReport, error) {
+	var r WorkMemoryReport
+	if path, ok := findKey(raw, "meta"); ok {
+		return r, invalid("the manifest must not contain meta (found at %s)", path)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, invalid("malformed work-memory report manifest: %v", err)
+	}
+	return r, nil
+}
+
+// checkReport enforces the manifest's rules against the caller.
+func checkReport(r WorkMemoryReport, project, agent string) error {
+	switch {
+	case r.Kind != WorkMemoryKind:
+		return invalid("kind must be %q", WorkMemoryKind)
+	case r.DeclaredProjectID != project:
+		return Errorf(Forbidden, "declared_project_id %q is not the project %s", r.DeclaredProjectID, project)
+	case r.DeclaredAgentID != agent:
+		return Errorf(Forbidden, "declared_agent_id %q is not the calling agent %s", r.DeclaredAgentID, agent)
+	case !keyPattern.MatchString(r.RequestID):
+		return invalid("request_id must be 1 to 200 printable characters without spaces")
+	case len(r.Records) > MaxReportRecords:
+		return invalid("a report holds at most %d records", MaxReportRecords)
+	}
+	if err := textField("summary", r.Summary, MaxTextLen*10, false); err != nil {
+		return err
+	}
+	if r.Records == nil {
+		return invalid("records is required (an array)")
+	}
+	for i, rec := range r.Records {
+		if !ValidName(rec.Role) {
+			return invalid("records[%d].role must be a name of 1 to 128 characters without spaces", i)
+		}
+		if !isObject(rec.Payload) {
+			return invalid("records[%d].payload must be a JSON object", i)
+		}
+		if rec.SourceRefs == nil {
+			return invalid("records[%d].source_refs is required (an array)", i)
+		}
+	}
+	if !isNull(r.FinalPayload) && !isObject(r.FinalPayload) {
+		return invalid("final_payload must be a JSON object or null")
+	}
+	return nil
+}
+
+// findKey reports whether any object in the JSON text has the key, and the
+// JSON pointer of the first one found.
+func findKey(raw []byte, key string) (string, bool) {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return "", false
+	}
+	return search(v, "", key)
+}
+
+func search(v any, path, key string) (string, bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		if _, ok := v[key]; ok {
+			return path + "/" + key, true
+		}
+		for k, child := range v {
+			if p, ok := search(child, path+"/"+k, key); ok {
+				return p, true
+			}
+		}
+	case []any:
+		for i, child := range v {
+			if p, ok := search(child, path+"/"+strconv.Itoa(i), key); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
