@@ -168,4 +168,3 @@ type (
 		TurnID string
 	}
 )
-
