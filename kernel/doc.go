@@ -1,3 +1,72 @@
 // Package kernel holds the domain of turnledger: its types, commands, events
-// and invariants. It imports only the standard library.
+// and invariants. It imports only the standard library; a reader finds every
+// rule of the domain here.
+//
+// # Decide and Evolve
+//
+// Decide(project, command, now) returns the events a command causes, or an
+// *Error of one of the closed set of kinds (see Kind). Evolve(project,
+// recorded event) folds an event into the project's write model; it never
+// fails, so a replay always rebuilds the same state. Neither reads the clock,
+// draws ids or does I/O: time, ids and secret hashes arrive in the command.
+// Every command decides at most one event, so an append is one JetStream
+// publish.
+//
+// The Engine keeps each project's write model in memory, loaded from the
+// ledger on first use. A command takes the project's lock, decides, appends
+// with the expectation "the project's last ledger_seq is the one I folded",
+// and evolves. When another instance wrote first the append loses (ErrStale),
+// the engine catches up from the ledger and decides again, so clients see
+// only real refusals.
+//
+// # Turn states
+//
+//	state      command / event                     next state   notes
+//	—          dispatch       turn.dispatched       queued       target must exist, be enabled, accept work, not be drained
+//	queued     claim          turn.claimed          claimed      oldest queued Turn of the agent; within capacity; not while drained
+//	claimed    renew          turn.claim_renewed    claimed      extends expires_at by the claim TTL
+//	claimed    semantic-record turn.record_appended claimed      turn_seq = last + 1
+//	claimed    suspend        turn.suspended        suspended    releases the claim; refused (409) once a stop is requested
+//	claimed    finish         turn.finished         finished     outcome succeeded|failed|stopped; a final_payload is the last record
+//	claimed    stop           turn.stop_requested   claimed      sets stop_requested; the holder sees it on renew and records
+//	claimed    claim expires  turn.claim_expired    queued       back to its old place in the queue
+//	claimed    claim expires  turn.claim_expired    finished     when a stop was requested: outcome stopped
+//	queued     stop           turn.stopped          finished     outcome stopped
+//	suspended  stop           turn.stopped          finished     outcome stopped
+//	suspended  resume         turn.resumed          queued       back to its old place in the queue
+//	finished   anything       —                     —            stop is 409 ConflictError, claim commands are 409 FencingError
+//
+// # Invariants
+//
+//   - A Turn in state claimed has exactly one live claim; no other Turn has one.
+//   - An agent never holds more claims than its capacity. An expired claim
+//     counts until it is reconciled (by claims:reconcile-expired or the reaper).
+//   - turn_seq of a Turn's records grows by one, without gaps.
+//   - A claim token is accepted only while it holds the Turn's current claim,
+//     before its expiry, from the agent it was given to (else FencingError).
+//   - dispatch_key is unique per project: the same key and body find the same
+//     Turn; the same key with another body is a ConflictError.
+//   - A child Turn derives from a live parent claim held by its requester;
+//     its depth is the parent's + 1 and at most Config.MaxDepth.
+//   - Secrets (credential tokens, claim tokens, join codes) never reach
+//     Decide: only their SHA-256 hashes do, compared in constant time.
+//   - Every project_id in a body equals the project of the path (else
+//     ForbiddenError).
+//
+// # Grants
+//
+//	grant               allows
+//	credentials:issue   issue credentials for any agent of the project
+//	credentials:admin   list and revoke any agent's credentials
+//	agents:register     register agents (the trusted registration service actor)
+//	turns:dispatch      dispatch root Turns (a child Turn needs only its parent claim)
+//	management          drain and resume agents; stop and resume any Turn; presence and metadata of any agent
+//	projections:read    read every Turn, feed and projection of the project
+//
+// Without grants an agent reads the agent directory and Turn offers, its own
+// feed, credentials and Turns (those it dispatched or that target it), claims
+// its own Turns, works under its claims, sends its own presence and metadata,
+// revokes its own credentials, submits its own work-memory reports, and stops
+// or resumes the Turns it dispatched or that target it. The admin bearer may
+// do everything, in every project; the claim reaper acts as the system.
 package kernel

@@ -1,0 +1,119 @@
+package kernel
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// FuzzInvariants runs random command sequences and checks, after each step,
+// the invariants the kernel promises: a claimed Turn has exactly one live
+// claim and no other Turn has one; no agent holds more claims than its
+// capacity; turn_seq grows without gaps; a queued Turn is in its agent's
+// queue and nothing else is.
+func FuzzInvariants(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	f.Add([]byte{0, 0, 0, 1, 1, 2, 2, 3, 9, 9, 4, 4, 8, 1, 2, 5, 6})
+	f.Add([]byte{0, 1, 7, 1, 3, 3, 10, 11, 1, 2, 6, 0, 1})
+	f.Fuzz(func(t *testing.T, script []byte) {
+		h := newHarness(t)
+		req := h.agent("req", 1, GrantDispatch, GrantManage)
+		agents := []string{"w1", "w2"}
+		callers := map[string]Common{"w1": h.agent("w1", 2), "w2": h.agent("w2", 1)}
+		var tokens []*ClaimToken
+		lastSeq := map[string]uint64{}
+		n := 0
+		for i, op := range script {
+			w := agents[i%2]
+			c := callers[w]
+			var tok *ClaimToken
+			if len(tokens) > 0 {
+				tok = tokens[int(op)%len(tokens)]
+			}
+			var cmd Command
+			switch op % 12 {
+			case 0, 1:
+				n++
+				cmd = rootDispatch(req, fmt.Sprintf("t%d", n), "req", w, fmt.Sprintf("k%d", n))
+			case 2, 3:
+				if got := h.claim(c, w, fmt.Sprintf("c%d", i)); got != nil {
+					tokens = append(tokens, got)
+				}
+			case 4, 5:
+				if tok != nil {
+					cmd = AppendRecord{Common: callers[tok.AgentID], TurnID: tok.TurnID, Claim: *tok, TokenHash: HashSecret(tok.Token), Role: "note", Payload: json.RawMessage(`{}`)}
+				}
+			case 6:
+				if tok != nil {
+					cmd = Finish{Common: callers[tok.AgentID], TurnID: tok.TurnID, Claim: *tok, TokenHash: HashSecret(tok.Token), Outcome: "succeeded", FinalPayload: json.RawMessage(`{}`), FinalRecordRole: "final"}
+				}
+			case 7:
+				if tok != nil {
+					cmd = Suspend{Common: callers[tok.AgentID], TurnID: tok.TurnID, Claim: *tok, TokenHash: HashSecret(tok.Token)}
+				}
+			case 8:
+				cmd = Resume{Common: req, TurnID: fmt.Sprintf("t%d", int(op)%(n+1)), RequestedBy: ref("req")}
+			case 9:
+				cmd = Stop{Common: req, TurnID: fmt.Sprintf("t%d", int(op)%(n+1)), RequestedBy: ref("req")}
+			case 10:
+				h.now = h.now.Add(40 * time.Second)
+			case 11:
+				for _, id := range ExpiredClaims(h.p, h.now) {
+					h.do(ExpireClaim{Common: admin, TurnID: id})
+				}
+			}
+			if cmd != nil {
+				events, err := h.try(cmd)
+				if err != nil && ErrorKind(err) == Internal {
+					t.Fatalf("step %d: %T = internal error %v", i, cmd, err)
+				}
+				for _, ev := range events {
+					if d, ok := ev.Data.(*TurnRecordAppended); ok {
+						if d.TurnSeq != lastSeq[ev.ID]+1 {
+							t.Fatalf("step %d: turn %s record turn_seq %d after %d", i, ev.ID, d.TurnSeq, lastSeq[ev.ID])
+						}
+						lastSeq[ev.ID] = d.TurnSeq
+					}
+					if d, ok := ev.Data.(*TurnFinished); ok && d.TurnSeq != 0 {
+						if d.TurnSeq != lastSeq[ev.ID]+1 {
+							t.Fatalf("step %d: final record turn_seq %d after %d", i, d.TurnSeq, lastSeq[ev.ID])
+						}
+						lastSeq[ev.ID] = d.TurnSeq
+					}
+				}
+			}
+			checkInvariants(t, h.p)
+		}
+	})
+}
+
+func checkInvariants(t *testing.T, p *Project) {
+	t.Helper()
+	claims := map[string]int{}
+	queued := map[string]bool{}
+	for agent, q := range p.queues {
+		for i, e := range q {
+			if i > 0 && q[i-1].order >= e.order {
+				t.Fatalf("queue of %s is out of order", agent)
+			}
+			queued[e.turnID] = true
+		}
+	}
+	for id, turn := range p.Turns {
+		if (turn.State == StateClaimed) != (turn.Claim != nil) {
+			t.Fatalf("turn %s is %s with claim %v", id, turn.State, turn.Claim)
+		}
+		if turn.Claim != nil {
+			claims[turn.Claim.AgentID]++
+		}
+		if (turn.State == StateQueued) != queued[id] {
+			t.Fatalf("turn %s is %s but queued=%v", id, turn.State, queued[id])
+		}
+	}
+	for id, a := range p.Agents {
+		if a.ActiveClaims != claims[id] || a.ActiveClaims > a.Spec.Capacity {
+			t.Fatalf("agent %s: active claims %d, holds %d, capacity %d", id, a.ActiveClaims, claims[id], a.Spec.Capacity)
+		}
+	}
+}
