@@ -56,6 +56,7 @@ type (
 	SetAgentAdmission struct {
 		Common
 		AgentID     string
+		Agent       *AgentRef // the body's agent reference, checked against AgentID
 		RequestedBy AgentRef
 		Drain       bool
 	}
@@ -63,6 +64,7 @@ type (
 	Heartbeat struct {
 		Common
 		AgentID string
+		Agent   *AgentRef
 	}
 	// ReplaceMetadata replaces the agent's public metadata.
 	ReplaceMetadata struct {
@@ -112,6 +114,7 @@ type (
 	ClaimNext struct {
 		Common
 		AgentID   string
+		Agent     *AgentRef
 		ClaimID   string
 		TokenHash string
 		ExpiresAt time.Time

@@ -107,8 +107,26 @@ func (d decider) turn(id string) (*Turn, error) {
 
 // sameProject enforces that every project_id a body names is the path's.
 func (d decider) sameProject(field, project string) error {
+	if project == "" {
+		return invalid("%s.project_id is required", field)
+	}
 	if project != d.p.ID {
 		return Errorf(Forbidden, "%s.project_id %q does not match project %s of the path", field, project, d.p.ID)
+	}
+	return nil
+}
+
+// bodyAgent checks the agent a body names against the agent of the path. A
+// missing reference (nil) is allowed where the body may omit it.
+func (d decider) bodyAgent(ref *AgentRef, agentID string) error {
+	if ref == nil {
+		return nil
+	}
+	if err := d.sameProject("agent", ref.ProjectID); err != nil {
+		return err
+	}
+	if ref.AgentID != agentID {
+		return invalid("agent.agent_id %q does not match agent %s of the path", ref.AgentID, agentID)
 	}
 	return nil
 }
@@ -216,6 +234,9 @@ func (d decider) setAdmission(cmd SetAgentAdmission) (*Event, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.bodyAgent(cmd.Agent, cmd.AgentID); err != nil {
+		return nil, err
+	}
 	if err := d.actingAs(cmd.RequestedBy); err != nil {
 		return nil, err
 	}
@@ -233,6 +254,9 @@ func (d decider) heartbeat(cmd Heartbeat) (*Event, error) {
 		return nil, err
 	}
 	if _, err := d.agent(cmd.AgentID); err != nil {
+		return nil, err
+	}
+	if err := d.bodyAgent(cmd.Agent, cmd.AgentID); err != nil {
 		return nil, err
 	}
 	return d.event(EvAgentHeartbeat, AggAgent, cmd.AgentID, &AgentHeartbeat{}), nil
@@ -393,6 +417,9 @@ func (d decider) claimNext(cmd ClaimNext) (*Event, error) {
 	}
 	a, err := d.agent(cmd.AgentID)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.bodyAgent(cmd.Agent, cmd.AgentID); err != nil {
 		return nil, err
 	}
 	if !d.c.Caller.Admin && d.c.Caller.AgentID != cmd.AgentID {

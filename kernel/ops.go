@@ -70,7 +70,7 @@ type ClaimResult struct {
 // Claim claims the agent's oldest queued Turn. It returns nil (and the
 // ledger_seq to wait for) when there is nothing to claim or the agent's
 // capacity is used up.
-func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID string) (*ClaimResult, uint64, error) {
+func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID string, body *AgentRef) (*ClaimResult, uint64, error) {
 	claimID, err := e.newID("clm_")
 	if err != nil {
 		return nil, 0, err
@@ -83,7 +83,7 @@ func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID st
 	var seq uint64
 	err = e.with(ctx, project, false, func(p *Project) error {
 		expires := e.cfg.Now().UTC().Add(e.cfg.ClaimTTL).Truncate(time.Millisecond)
-		cmd := ClaimNext{Common: c, AgentID: agentID, ClaimID: claimID, TokenHash: HashSecret(token), ExpiresAt: expires}
+		cmd := ClaimNext{Common: c, AgentID: agentID, Agent: body, ClaimID: claimID, TokenHash: HashSecret(token), ExpiresAt: expires}
 		var err error
 		var ev *Event
 		seq, ev, err = e.decideAppend(ctx, p, cmd)
