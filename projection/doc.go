@@ -1,0 +1,132 @@
+// Package projection holds the read models of turnledger: bbolt buckets
+// folded from the ledger's event stream, and the page and feed queries the
+// HTTP API serves from them. It imports only kernel and bbolt.
+//
+// # Applying events and the checkpoint
+//
+// [Store.Apply] folds a batch of [kernel.Recorded] events in ledger order
+// inside one bbolt Update that also writes the checkpoint, the ledger_seq of
+// the last applied event (bucket "meta", key "checkpoint", 8 bytes
+// big-endian). A crash therefore never applies an event twice nor skips one.
+//
+//   - Events at or below the checkpoint are skipped, so re-applying a batch
+//     changes nothing.
+//   - The rest must come in strictly increasing ledger_seq order, or the whole
+//     batch is refused and nothing of it is applied.
+//   - A gap (a first new event above checkpoint+1) is allowed: the stream may
+//     hold messages that are not events of this Source (other kinds, later),
+//     so any ledger_seq above the checkpoint is applicable. Completeness is
+//     the Source's promise, not something the store can check.
+//
+// [Store.WaitFor] returns once the checkpoint reaches a ledger_seq; it waits
+// on a channel that every Apply closes, not by polling. A [Projector] runs a
+// [Source] from the checkpoint and applies each batch; when following fails
+// it records the error in its [Status], waits Config.RetryInterval, and
+// follows again from the checkpoint. [Rebuild] folds the ledger from
+// ledger_seq 1 up to its head into a new file (no fsync per batch, one sync at
+// the end); the caller swaps it in. [Store.Dump] lets a test compare a
+// rebuilt store with the live one.
+//
+// The projections are deterministic functions of the events: they never read
+// the clock. Statuses that depend on time (agent presence, credential expiry)
+// are derived at query time from the now the caller passes.
+//
+// # Buckets and keys
+//
+// A key is a tuple. A string part is its bytes (0x00 escaped as 0x00 0xFF)
+// and the terminator 0x00 0x00; a sequence part (ledger_seq, turn_seq) is 8
+// bytes big-endian. Tuple order is key order, and the encoding of a tuple's
+// first parts is a prefix of exactly the keys that start with them.
+//
+//	meta               "checkpoint"                      → last applied ledger_seq
+//	feed               (project, ledger_seq)             → FeedItem JSON (secrets stripped)
+//	turn_feed          (project, turn, ledger_seq)       → empty (points into feed)
+//	agent_feed         (project, agent, ledger_seq)      → empty (points into feed)
+//	turns              (project, turn)                   → Turn snapshot and its dispatch ledger_seq
+//	turns_by_dispatch  (project, dispatch_seq)           → turn id
+//	turns_by_target    (project, target agent, dispatch_seq) → turn id
+//	turns_by_state     (project, state, dispatch_seq)    → turn id
+//	turn_children      (project, parent, dispatch_seq)   → child turn id
+//	context            (project, turn, turn_seq)         → ContextItem JSON
+//	agents             (project, agent)                  → agent record JSON
+//	agent_seen         (project, agent)                  → last seen, Unix ns big-endian
+//	agent_claims       (project, agent)                  → Turns claimed by the agent now
+//	queued             (project, agent, turn_kind)       → queued Turns of that kind for that agent
+//	offers             (project, capability, agent)      → empty
+//	credentials        (project, agent, credential)      → credential record JSON (no hash)
+//
+// A feed page (after_ledger_seq, limit) is one seek and limit+1 cursor steps
+// (plus one point read per item for the Turn and agent feeds), whatever the
+// ledger's length; so is a page of semantic context (after_turn_seq). The
+// Turn list walks the target-agent index when target_agent_id is given, else
+// the state index when state is given, else the dispatch index, and filters
+// the rest while walking: its cost grows with the Turns it skips.
+//
+// # Read models
+//
+// Turn states are queued, claimed, suspended and finished:
+//
+//	turn.dispatched       → queued
+//	turn.claimed          → claimed (claim set, attempts + 1)
+//	turn.claim_renewed    → claim expires_at moves
+//	turn.record_appended  → a context record; last_turn_seq
+//	turn.suspended        → suspended, claim released
+//	turn.resumed          → queued
+//	turn.finished         → finished with the client's outcome, claim released;
+//	                        a non-null final_payload adds the final context record
+//	turn.stop_requested   → stop_requested = true
+//	turn.stopped          → finished, outcome "stopped", stop_requested
+//	turn.claim_expired    → queued, claim released; or, when data.stopped,
+//	                        finished with outcome "stopped"
+//
+// A Turn's ledger_seq and updated_at are those of the last event that changed
+// it. The claim shown never carries the claim token or its hash. The
+// authority shows mode, request_id and parent_turn_id, never the parent claim.
+// final_record_role is null until the Turn is finished.
+//
+// Agents: agent.registered creates the entry (or replaces its spec, keeping
+// drained, registered_at and last seen); drained and resumed set drained;
+// public_metadata_replaced replaces the metadata. last_seen_at is the latest
+// at of an agent.heartbeat of the agent or of any event whose actor is the
+// agent. Presence is "online" when now - last_seen_at < PresenceWindow
+// (default 60s), "offline" when seen before, "never" otherwise. An agent's
+// ledger_seq is its last agent event (heartbeats included); updated_at is the
+// at of its last agent event other than a heartbeat or a work-memory report.
+// active_claims counts the agent's Turns in state claimed; free_capacity is
+// max(0, capacity - active_claims); admitting is enabled && accepts_work &&
+// !drained. The accepts_work_only filter keeps accepts_work && !drained.
+//
+// A canonical Turn offer is one item per (agent, capability) of a registered
+// agent: each capability string is a turn kind the agent offers to take.
+// It carries the agent's role, enabled, accepts_work, drained, admitting,
+// capacity and free_capacity, its presence, and queued: the Turns of that
+// kind targeting that agent now in state queued. Offers are listed by
+// (turn_kind, agent_id); enabled_only and accepts_work_only filter as for
+// agents, so a drained or disabled agent's offers are shown unless filtered.
+//
+// Credentials come from credential.issued (via "issue" unless the event says
+// otherwise) and invite.redeemed (via "join"); credential.revoked revokes.
+// The status is "revoked" when revoked, else "expired" when now is at or
+// after expires_at, else "active". The token hash is never stored here.
+//
+// # Feeds
+//
+// A feed item is the event envelope with its ledger_seq: ledger_seq, type, v,
+// project_id, aggregate, id, at, actor, data, meta, trace (meta and trace
+// null when absent). Every field named token_hash or code_hash is removed
+// from data at any depth, so the feeds carry no secret material, hashed or
+// not. The project feed holds every event of the project. The Turn feed holds
+// the events of one Turn. The agent feed of an agent holds its agent events
+// (heartbeats and work-memory reports included), the credential and invite
+// events that name it, and the events of the Turns it is the target or the
+// requester of. A page answers next_after_ledger_seq (the last item's
+// ledger_seq, or the cursor given when empty) and has_more.
+//
+// # Limits
+//
+// Callers validate limit as 1..MaxLimit (500); the queries clamp to that
+// range too. Context, TurnFeed and Lineage answer ErrNotFound for an unknown
+// Turn; AgentFeed and Credentials for an unregistered agent. Events of an
+// unknown Turn or agent, and event types no read model uses, are kept in the
+// feeds and change no model.
+package projection

@@ -1,0 +1,462 @@
+package projection
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+func clampLimit(limit int) int {
+	return min(max(limit, 1), MaxLimit)
+}
+
+// Turn returns the snapshot of a Turn, or ErrNotFound.
+func (s *Store) Turn(project, turnID string) (TurnView, error) {
+	var v TurnView
+	err := s.db.View(func(tx *bolt.Tx) error {
+		rec, err := loadTurn(tx.Bucket(bktTurns), project, turnID)
+		v = rec.View
+		return err
+	})
+	return v, err
+}
+
+func loadTurn(b *bolt.Bucket, project, turnID string) (turnRecord, error) {
+	var rec turnRecord
+	found, err := getJSON(b, key(project, turnID), &rec)
+	if err == nil && !found {
+		err = ErrNotFound
+	}
+	if isNull(rec.View.FinalPayload) {
+		rec.View.FinalPayload = nil // JSON null reads back as "null"
+	}
+	return rec, err
+}
+
+// Context returns the semantic records of a Turn after turn_seq
+// afterTurnSeq, in turn_seq order, at most limit of them. ErrNotFound when
+// the Turn is unknown.
+func (s *Store) Context(project, turnID string, afterTurnSeq uint64, limit int) (ContextPage, error) {
+	limit = clampLimit(limit)
+	page := ContextPage{Items: []ContextItem{}, NextAfterTurnSeq: afterTurnSeq}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bktTurns).Get(key(project, turnID)) == nil {
+			return ErrNotFound
+		}
+		if afterTurnSeq == ^uint64(0) {
+			return nil
+		}
+		prefix := key(project, turnID)
+		c := tx.Bucket(bktContext).Cursor()
+		for k, v := c.Seek(seqKey(afterTurnSeq+1, project, turnID)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(page.Items) == limit {
+				page.HasMore = true
+				break
+			}
+			var it ContextItem
+			if err := json.Unmarshal(v, &it); err != nil {
+				return err
+			}
+			page.Items = append(page.Items, it)
+			page.NextAfterTurnSeq = it.TurnSeq
+		}
+		return nil
+	})
+	return page, err
+}
+
+// Turns lists the Turns of a project that match f, oldest dispatch first, at
+// most limit of them.
+func (s *Store) Turns(project string, f TurnFilter, limit int) ([]TurnView, error) {
+	limit = clampLimit(limit)
+	out := []TurnView{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		turns := tx.Bucket(bktTurns)
+		var c *bolt.Cursor
+		var prefix []byte
+		switch {
+		case f.TargetAgentID != "":
+			c, prefix = tx.Bucket(bktByTarget).Cursor(), key(project, f.TargetAgentID)
+		case f.State != "":
+			c, prefix = tx.Bucket(bktByState).Cursor(), key(project, f.State)
+		default:
+			c, prefix = tx.Bucket(bktByDispatch).Cursor(), key(project)
+		}
+		for k, id := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, id = c.Next() {
+			rec, err := loadTurn(turns, project, string(id))
+			if err != nil {
+				return err
+			}
+			if f.match(rec.View) {
+				out = append(out, rec.View)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (f TurnFilter) match(v TurnView) bool {
+	switch {
+	case f.TargetAgentID != "" && v.TargetAgent.AgentID != f.TargetAgentID,
+		f.TurnKind != "" && v.TurnKind != f.TurnKind,
+		f.State != "" && v.State != f.State,
+		f.Outcome != "" && (v.Outcome == nil || *v.Outcome != f.Outcome),
+		f.StopRequestedOnly && !v.StopRequested,
+		f.VisibleTo != "" && v.TargetAgent.AgentID != f.VisibleTo && v.RequestedBy.AgentID != f.VisibleTo:
+		return false
+	}
+	return true
+}
+
+// Lineage returns the ancestors of a Turn from its root down, the Turn
+// itself, then its descendants breadth first in dispatch order, at most limit
+// items. ErrNotFound when the Turn is unknown.
+func (s *Store) Lineage(project, turnID string, limit int) ([]LineageItem, error) {
+	limit = clampLimit(limit)
+	out := []LineageItem{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		turns := tx.Bucket(bktTurns)
+		self, err := loadTurn(turns, project, turnID)
+		if err != nil {
+			return err
+		}
+		var ancestors []LineageItem
+		seen := map[string]bool{turnID: true}
+		for cur := self.View; cur.Parent != nil && !seen[cur.Parent.TurnID]; {
+			seen[cur.Parent.TurnID] = true
+			rec, err := loadTurn(turns, project, cur.Parent.TurnID)
+			if errors.Is(err, ErrNotFound) {
+				break
+			} else if err != nil {
+				return err
+			}
+			ancestors = append(ancestors, lineageItem(rec.View, RelationAncestor))
+			cur = rec.View
+		}
+		slices.Reverse(ancestors)
+		out = append(out, ancestors...)
+		out = append(out, lineageItem(self.View, RelationSelf))
+		c := tx.Bucket(bktChildren).Cursor()
+		for queue := []string{turnID}; len(queue) > 0 && len(out) < limit; queue = queue[1:] {
+			prefix := key(project, queue[0])
+			for k, id := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, id = c.Next() {
+				child := string(id)
+				if seen[child] {
+					continue
+				}
+				seen[child] = true
+				rec, err := loadTurn(turns, project, child)
+				if err != nil {
+					return err
+				}
+				out = append(out, lineageItem(rec.View, RelationDescendant))
+				queue = append(queue, child)
+			}
+		}
+		return nil
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, err
+}
+
+func lineageItem(v TurnView, rel string) LineageItem {
+	it := LineageItem{TurnID: v.TurnID, Depth: v.Depth, Relation: rel, State: v.State, Outcome: v.Outcome, TurnKind: v.TurnKind, TargetAgent: v.TargetAgent}
+	if v.Parent != nil {
+		it.ParentTurnID = ptr(v.Parent.TurnID)
+	}
+	return it
+}
+
+// ProjectFeed returns the events of a project after ledger_seq after, at
+// most limit of them.
+func (s *Store) ProjectFeed(project string, after uint64, limit int) (FeedPage, error) {
+	return s.feedPage(nil, nil, project, after, limit)
+}
+
+// TurnFeed returns the events of one Turn after ledger_seq after.
+// ErrNotFound when the Turn is unknown.
+func (s *Store) TurnFeed(project, turnID string, after uint64, limit int) (FeedPage, error) {
+	return s.feedPage(bktTurnFeed, bktTurns, project, after, limit, turnID)
+}
+
+// AgentFeed returns the events that concern an agent after ledger_seq after:
+// its agent events, its credential and invite events, and the events of the
+// Turns it is the target or the requester of. ErrNotFound when the agent is
+// not registered.
+func (s *Store) AgentFeed(project, agentID string, after uint64, limit int) (FeedPage, error) {
+	return s.feedPage(bktAgentFeed, bktAgents, project, after, limit, agentID)
+}
+
+// feedPage reads a page of the project feed (index nil) or of an index whose
+// keys are (project, id, ledger_seq); owner is the bucket where id must exist.
+func (s *Store) feedPage(index, owner []byte, project string, after uint64, limit int, id ...string) (FeedPage, error) {
+	limit = clampLimit(limit)
+	page := FeedPage{Items: []FeedItem{}, NextAfterLedgerSeq: after}
+	parts := append([]string{project}, id...)
+	prefix := key(parts...)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		feed := tx.Bucket(bktFeed)
+		if owner != nil && tx.Bucket(owner).Get(prefix) == nil {
+			return ErrNotFound
+		}
+		if after == ^uint64(0) {
+			return nil
+		}
+		c := feed.Cursor()
+		if index != nil {
+			c = tx.Bucket(index).Cursor()
+		}
+		for k, v := c.Seek(seqKey(after+1, parts...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(page.Items) == limit {
+				page.HasMore = true
+				break
+			}
+			seq := tailSeq(k)
+			if index != nil {
+				v = feed.Get(seqKey(seq, project))
+			}
+			var it FeedItem
+			if err := json.Unmarshal(v, &it); err != nil {
+				return err
+			}
+			page.Items = append(page.Items, it)
+			page.NextAfterLedgerSeq = seq
+		}
+		return nil
+	})
+	return page, err
+}
+
+// agentReader reads agents and their derived fields in one transaction.
+type agentReader struct {
+	agents, seen, claims *bolt.Bucket
+	window               time.Duration
+	now                  time.Time
+}
+
+func (s *Store) agentReader(tx *bolt.Tx, now time.Time) agentReader {
+	return agentReader{agents: tx.Bucket(bktAgents), seen: tx.Bucket(bktSeen), claims: tx.Bucket(bktClaims), window: s.cfg.PresenceWindow, now: now}
+}
+
+func (r agentReader) get(project, agentID string) (AgentView, error) {
+	var rec agentRecord
+	found, err := getJSON(r.agents, key(project, agentID), &rec)
+	if err != nil {
+		return AgentView{}, err
+	}
+	if !found {
+		return AgentView{}, ErrNotFound
+	}
+	return r.view(rec), nil
+}
+
+func (r agentReader) view(rec agentRecord) AgentView {
+	v := AgentView{
+		ProjectID: rec.ProjectID, AgentID: rec.AgentID, Role: rec.Role, Description: rec.Description,
+		Enabled: rec.Enabled, AcceptsWork: rec.AcceptsWork, Drained: rec.Drained,
+		Admitting: rec.Enabled && rec.AcceptsWork && !rec.Drained,
+		Capacity:  rec.Capacity, Capabilities: rec.Capabilities, Grants: rec.Grants,
+		PublicMetadata: rec.PublicMetadata, Provenance: rec.Provenance,
+		RegisteredAt: rec.RegisteredAt, UpdatedAt: rec.UpdatedAt, LedgerSeq: rec.LedgerSeq,
+		Presence: PresenceNever,
+	}
+	if v.Capabilities == nil {
+		v.Capabilities = []string{}
+	}
+	if v.Grants == nil {
+		v.Grants = []string{}
+	}
+	if isNull(v.PublicMetadata) {
+		v.PublicMetadata = json.RawMessage("{}")
+	}
+	v.ActiveClaims = int(getU64(r.claims.Get(key(rec.ProjectID, rec.AgentID))))
+	v.FreeCapacity = max(0, v.Capacity-v.ActiveClaims)
+	if b := r.seen.Get(key(rec.ProjectID, rec.AgentID)); b != nil {
+		t := time.Unix(0, int64(getU64(b))).UTC()
+		v.LastSeenAt = &t
+		v.Presence = PresenceOffline
+		if r.now.Sub(t) < r.window {
+			v.Presence = PresenceOnline
+		}
+	}
+	return v
+}
+
+// Agent returns the truth snapshot of an agent, or ErrNotFound.
+func (s *Store) Agent(project, agentID string, now time.Time) (AgentView, error) {
+	var v AgentView
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		v, err = s.agentReader(tx, now).get(project, agentID)
+		return err
+	})
+	return v, err
+}
+
+// Agents lists the agents of a project that match f, by agent_id, at most
+// limit of them.
+func (s *Store) Agents(project string, f AgentFilter, limit int, now time.Time) ([]AgentView, error) {
+	limit = clampLimit(limit)
+	out := []AgentView{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		r := s.agentReader(tx, now)
+		if f.AgentID != "" {
+			v, err := r.get(project, f.AgentID)
+			if errors.Is(err, ErrNotFound) {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			if f.match(v) {
+				out = append(out, v)
+			}
+			return nil
+		}
+		prefix := key(project)
+		c := r.agents.Cursor()
+		for k, b := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, b = c.Next() {
+			var rec agentRecord
+			if err := json.Unmarshal(b, &rec); err != nil {
+				return err
+			}
+			if v := r.view(rec); f.match(v) {
+				out = append(out, v)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (f AgentFilter) match(v AgentView) bool {
+	switch {
+	case f.AgentID != "" && v.AgentID != f.AgentID,
+		f.EnabledOnly && !v.Enabled,
+		f.AcceptsWorkOnly && !(v.AcceptsWork && !v.Drained),
+		f.Role != "" && v.Role != f.Role,
+		f.Capability != "" && !slices.Contains(v.Capabilities, f.Capability):
+		return false
+	}
+	return true
+}
+
+// TurnOffers lists the canonical Turn offers of a project that match f,
+// sorted by (turn_kind, agent_id), at most limit of them. See the package
+// doc for the definition.
+func (s *Store) TurnOffers(project string, f OfferFilter, limit int, now time.Time) ([]TurnOffer, error) {
+	limit = clampLimit(limit)
+	out := []TurnOffer{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		r := s.agentReader(tx, now)
+		queued := tx.Bucket(bktQueued)
+		prefix := key(project)
+		if f.TurnKind != "" {
+			prefix = key(project, f.TurnKind)
+		}
+		agents := map[string]AgentView{}
+		c := tx.Bucket(bktOffers).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
+			parts := splitKey(k)
+			if len(parts) != 3 {
+				continue
+			}
+			kind, agentID := parts[1], parts[2]
+			if f.AgentID != "" && agentID != f.AgentID {
+				continue
+			}
+			v, ok := agents[agentID]
+			if !ok {
+				var err error
+				if v, err = r.get(project, agentID); errors.Is(err, ErrNotFound) {
+					continue
+				} else if err != nil {
+					return err
+				}
+				agents[agentID] = v
+			}
+			if f.EnabledOnly && !v.Enabled || f.AcceptsWorkOnly && !(v.AcceptsWork && !v.Drained) {
+				continue
+			}
+			out = append(out, TurnOffer{
+				AgentID: agentID, TurnKind: kind, Role: v.Role, Enabled: v.Enabled,
+				AcceptsWork: v.AcceptsWork, Drained: v.Drained, Admitting: v.Admitting,
+				Capacity: v.Capacity, FreeCapacity: v.FreeCapacity,
+				Queued:   int(getU64(queued.Get(key(project, agentID, kind)))),
+				Presence: v.Presence,
+			})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// splitKey decodes a key made of string parts only.
+func splitKey(k []byte) []string {
+	var parts []string
+	var cur []byte
+	for i := 0; i < len(k); i++ {
+		if k[i] != 0 {
+			cur = append(cur, k[i])
+			continue
+		}
+		if i+1 >= len(k) {
+			return nil
+		}
+		i++
+		if k[i] == 0xFF {
+			cur = append(cur, 0)
+			continue
+		}
+		parts = append(parts, string(cur))
+		cur = nil
+	}
+	return parts
+}
+
+// Credentials lists the credentials of an agent in issue order, with their
+// status at now. ErrNotFound when the agent is not registered.
+func (s *Store) Credentials(project, agentID string, now time.Time) ([]CredentialView, error) {
+	out := []CredentialView{}
+	var recs []credRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bktAgents).Get(key(project, agentID)) == nil {
+			return ErrNotFound
+		}
+		prefix := key(project, agentID)
+		c := tx.Bucket(bktCreds).Cursor()
+		for k, b := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, b = c.Next() {
+			var rec credRecord
+			if err := json.Unmarshal(b, &rec); err != nil {
+				return err
+			}
+			recs = append(recs, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(recs, func(a, b credRecord) int { return cmp.Compare(a.IssuedSeq, b.IssuedSeq) })
+	for _, r := range recs {
+		status := CredentialActive
+		switch {
+		case r.RevokedAt != nil:
+			status = CredentialRevoked
+		case !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt):
+			status = CredentialExpired
+		}
+		out = append(out, CredentialView{
+			CredentialID: r.CredentialID, ProjectID: r.ProjectID, AgentID: r.AgentID, Status: status,
+			IssuedAt: r.IssuedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt, Via: r.Via,
+		})
+	}
+	return out, nil
+}

@@ -1,0 +1,159 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/turnledger/turnledger/kernel"
+)
+
+// Source delivers the ledger to a Projector. The ledger implements it.
+type Source interface {
+	// Follow calls fn with the events after ledger_seq after, in order, in
+	// batches, and keeps following new events until ctx ends or fn or the
+	// source fails; it returns that error.
+	Follow(ctx context.Context, after uint64, fn func(batch []kernel.Recorded) error) error
+}
+
+// Projector keeps a Store folded from a Source.
+type Projector struct {
+	store *Store
+	src   Source
+	retry time.Duration
+	now   func() time.Time
+
+	mu     sync.Mutex
+	status Status
+}
+
+// Status is what a Projector reports for diagnostics.
+type Status struct {
+	Checkpoint  uint64     `json:"checkpoint"`
+	Failing     bool       `json:"failing"` // the last follow failed and nothing was applied since
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+}
+
+// NewProjector returns a Projector that folds src into store. Its retry
+// interval and clock come from the store's Config.
+func NewProjector(store *Store, src Source) *Projector {
+	return &Projector{store: store, src: src, retry: store.cfg.RetryInterval, now: store.cfg.Now}
+}
+
+// Run follows the source from the store's checkpoint and applies each batch
+// until ctx ends, and returns ctx's error. When following fails it records
+// the error, waits the retry interval, and follows again from the
+// checkpoint.
+func (p *Projector) Run(ctx context.Context) error {
+	apply := func(batch []kernel.Recorded) error {
+		if err := p.store.Apply(batch); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		p.status.Failing = false
+		p.mu.Unlock()
+		return nil
+	}
+	for {
+		err := p.src.Follow(ctx, p.store.Checkpoint(), apply)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err == nil {
+			err = errors.New("projection: source stopped following")
+		}
+		p.mu.Lock()
+		p.status.Failing = true
+		p.status.LastError = err.Error()
+		p.status.LastErrorAt = ptr(p.now().UTC())
+		p.mu.Unlock()
+		t := time.NewTimer(p.retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Status returns the projector's diagnostics.
+func (p *Projector) Status() Status {
+	p.mu.Lock()
+	st := p.status
+	p.mu.Unlock()
+	st.Checkpoint = p.store.Checkpoint()
+	return st
+}
+
+// Reader reads the ledger from the start for a rebuild. The ledger
+// implements it.
+type Reader interface {
+	// Head returns the ledger_seq of the last event on the ledger now, 0
+	// when it is empty.
+	Head(ctx context.Context) (uint64, error)
+	// Read calls fn with the events after ledger_seq after up to and
+	// including upTo, in order, in batches, and returns when it has
+	// delivered upTo (or the last event before it).
+	Read(ctx context.Context, after, upTo uint64, fn func(batch []kernel.Recorded) error) error
+}
+
+// Rebuild folds the ledger from ledger_seq 1 up to its head at the time of
+// the call into a new projection file at path, which must not exist. It
+// calls progress (when not nil) after each batch with the checkpoint reached
+// and the head. The caller swaps the file in (close the live store, rename,
+// open). On error the new file is removed.
+func Rebuild(ctx context.Context, path string, src Reader, progress func(applied, head uint64)) (err error) {
+	if _, err := os.Stat(path); err == nil {
+		return fmt.Errorf("projection: rebuild: %s already exists", path)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("projection: rebuild: %w", err)
+	}
+	head, err := src.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("projection: rebuild: ledger head: %w", err)
+	}
+	cfg := DefaultConfig()
+	cfg.NoSync = true // one sync at the end
+	st, err := Open(path, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := st.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("projection: rebuild: close: %w", cerr)
+		}
+		if err != nil {
+			os.Remove(path)
+		}
+	}()
+	if head == 0 {
+		return st.db.Sync()
+	}
+	err = src.Read(ctx, 0, head, func(batch []kernel.Recorded) error {
+		for i, r := range batch {
+			if r.Seq > head {
+				batch = batch[:i]
+				break
+			}
+		}
+		if err := st.Apply(batch); err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(st.Checkpoint(), head)
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("projection: rebuild: %w", err)
+	}
+	if err := st.db.Sync(); err != nil {
+		return fmt.Errorf("projection: rebuild: sync: %w", err)
+	}
+	return nil
+}

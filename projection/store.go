@@ -1,0 +1,221 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/turnledger/turnledger/kernel"
+)
+
+// ErrNotFound is returned by the queries of one thing (a Turn, an agent) when
+// it is not in the projections.
+var ErrNotFound = errors.New("projection: not found")
+
+// ErrClosed is returned by WaitFor and Apply once the store is closed.
+var ErrClosed = errors.New("projection: store closed")
+
+// MaxLimit is the largest page the queries return; callers validate limit
+// (1..MaxLimit) and the queries clamp it to that range as well.
+const MaxLimit = 500
+
+// Config configures a Store.
+type Config struct {
+	// PresenceWindow: an agent last seen less than this long ago is online.
+	PresenceWindow time.Duration
+	// OpenTimeout bounds the wait for the file lock of another process.
+	OpenTimeout time.Duration
+	// NoSync skips the fsync of each Apply. Only for a rebuild, which syncs
+	// once at the end, and for benchmarks.
+	NoSync bool
+	// RetryInterval is how long a Projector waits before following the
+	// source again after an error.
+	RetryInterval time.Duration
+	// Now is the clock of a Projector's diagnostics.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the defaults: presence window 60s, open timeout 5s,
+// retry interval 1s, fsync on.
+func DefaultConfig() Config {
+	return Config{
+		PresenceWindow: 60 * time.Second,
+		OpenTimeout:    5 * time.Second,
+		RetryInterval:  time.Second,
+		Now:            time.Now,
+	}
+}
+
+// Validate reports every problem of c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.PresenceWindow <= 0 {
+		errs = append(errs, errors.New("projection: presence window must be positive"))
+	}
+	if c.OpenTimeout < 0 {
+		errs = append(errs, errors.New("projection: open timeout must not be negative"))
+	}
+	if c.RetryInterval <= 0 {
+		errs = append(errs, errors.New("projection: retry interval must be positive"))
+	}
+	if c.Now == nil {
+		errs = append(errs, errors.New("projection: clock (Now) is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Store is the bbolt file of every read model and its checkpoint.
+type Store struct {
+	db  *bolt.DB
+	cfg Config
+
+	mu         sync.Mutex
+	checkpoint uint64
+	changed    chan struct{} // closed and replaced on every checkpoint advance
+	closed     bool
+}
+
+// Open opens (creating when missing) the projection file at path.
+func Open(path string, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.OpenTimeout, NoSync: cfg.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("projection: open %s: %w", path, err)
+	}
+	var cp uint64
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		cp = getU64(tx.Bucket(bktMeta).Get(keyCheckpoint))
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("projection: init %s: %w", path, err)
+	}
+	return &Store{db: db, cfg: cfg, checkpoint: cp, changed: make(chan struct{})}, nil
+}
+
+// Close closes the file and wakes every WaitFor with ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.changed)
+	s.mu.Unlock()
+	return s.db.Close()
+}
+
+// Checkpoint returns the ledger_seq of the last applied event (0 when none).
+func (s *Store) Checkpoint() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checkpoint
+}
+
+// WaitFor returns once the checkpoint is at least seq, or with ctx's error,
+// or ErrClosed when the store closes first. It waits on a notification from
+// Apply, not by polling.
+func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
+	for {
+		s.mu.Lock()
+		cp, ch, closed := s.checkpoint, s.changed, s.closed
+		s.mu.Unlock()
+		if cp >= seq {
+			return nil
+		}
+		if closed {
+			return ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Apply folds a batch of events into every read model in one bbolt
+// transaction that also writes the checkpoint. Events at or below the
+// checkpoint are skipped; the rest must come in strictly increasing
+// ledger_seq order. A gap is allowed (see the package doc). On error nothing
+// of the batch is applied.
+func (s *Store) Apply(batch []kernel.Recorded) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	var last uint64
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		f := newFolder(tx)
+		cp := getU64(f.meta.Get(keyCheckpoint))
+		prev := cp
+		for _, r := range batch {
+			if r.Seq <= prev {
+				if prev == cp {
+					continue // already applied
+				}
+				return fmt.Errorf("projection: ledger_seq %d after %d: batch out of order", r.Seq, prev)
+			}
+			if err := f.fold(r); err != nil {
+				return fmt.Errorf("projection: apply ledger_seq %d (%s): %w", r.Seq, r.Event.Type, err)
+			}
+			prev = r.Seq
+		}
+		if prev == cp {
+			return nil
+		}
+		last = prev
+		return f.meta.Put(keyCheckpoint, putU64(prev))
+	})
+	if err != nil {
+		return err
+	}
+	if last == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	if last > s.checkpoint && !s.closed {
+		s.checkpoint = last
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Dump returns every bucket, checkpoint included, as bucket → key → value
+// (raw bytes as strings). It is for tests and the replay tool to compare two
+// stores.
+func (s *Store) Dump() (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			m := map[string]string{}
+			err := b.ForEach(func(k, v []byte) error {
+				m[string(k)] = string(v)
+				return nil
+			})
+			out[string(name)] = m
+			return err
+		})
+	})
+	return out, err
+}
