@@ -7,4 +7,7 @@ require (
 	go.etcd.io/bbolt v1.5.0
 )
 
-require golang.org/x/sys v0.45.0 // indirect
+require (
+	github.com/julienschmidt/httprouter v1.3.0 // indirect
+	golang.org/x/sys v0.45.0 // indirect
+)

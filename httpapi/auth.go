@@ -1,0 +1,78 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/turnledger/turnledger/kernel"
+)
+
+// Headers of an agent-authenticated request.
+const (
+	HeaderProject = "X-Svc-Project-Id"
+	HeaderAgent   = "X-Svc-Agent-Id"
+)
+
+type callerKey struct{}
+
+// withCaller stores the authenticated caller in the context.
+func withCaller(ctx context.Context, c kernel.Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// callerFrom returns the caller the authentication put in the context; a
+// missing one is an error, never a default.
+func callerFrom(ctx context.Context) (kernel.Caller, error) {
+	c, ok := ctx.Value(callerKey{}).(kernel.Caller)
+	if !ok {
+		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "no authenticated caller")
+	}
+	return c, nil
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}
+
+// isAdmin reports whether the request carries the admin bearer.
+func (s *Server) isAdmin(r *http.Request) bool {
+	token, ok := bearer(r)
+	if !ok || s.cfg.AdminTokenHash == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(kernel.HashSecret(token)), []byte(s.cfg.AdminTokenHash)) == 1
+}
+
+// authenticate turns the request's headers into a caller for project: the
+// admin bearer (without agent headers), or the three agent headers, whose
+// project must be the path's.
+func (s *Server) authenticate(ctx context.Context, r *http.Request, project string) (kernel.Caller, error) {
+	agent := r.Header.Get(HeaderAgent)
+	hp := r.Header.Get(HeaderProject)
+	token, ok := bearer(r)
+	if agent == "" && hp == "" {
+		if ok && s.isAdmin(r) {
+			return kernel.Caller{Admin: true}, nil
+		}
+		if ok {
+			return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "invalid bearer token; an agent also sends %s and %s", HeaderProject, HeaderAgent)
+		}
+		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "missing credentials: send %s, %s and Authorization: Bearer <token>", HeaderProject, HeaderAgent)
+	}
+	switch {
+	case !ok:
+		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "missing Authorization: Bearer <token>")
+	case hp == "" || agent == "":
+		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "an agent sends both %s and %s", HeaderProject, HeaderAgent)
+	case hp != project:
+		return kernel.Caller{}, kernel.Errorf(kernel.Forbidden, "%s %q does not match project %s of the path", HeaderProject, hp, project)
+	}
+	return s.engine.Authenticate(ctx, project, agent, token)
+}

@@ -1,0 +1,81 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/turnledger/turnledger/internal/jsonhttp"
+	"github.com/turnledger/turnledger/kernel"
+	"github.com/turnledger/turnledger/projection"
+)
+
+// statusOf is the one table from error kinds to HTTP statuses (the error
+// table of the coordination API).
+var statusOf = map[kernel.Kind]int{
+	kernel.Unauthorized: http.StatusUnauthorized,
+	kernel.Forbidden:    http.StatusForbidden,
+	kernel.NotFound:     http.StatusNotFound,
+	kernel.Conflict:     http.StatusConflict,
+	kernel.Fencing:      http.StatusConflict,
+	kernel.Invariant:    http.StatusUnprocessableEntity,
+	kernel.Validation:   http.StatusUnprocessableEntity,
+	kernel.BadRequest:   http.StatusBadRequest,
+	kernel.Internal:     http.StatusInternalServerError,
+}
+
+// Errors the HTTP layer raises itself, outside the kernel's kinds.
+var (
+	errTooLarge    = &httpError{http.StatusRequestEntityTooLarge, "PayloadTooLargeError"}
+	errUnavailable = &httpError{http.StatusServiceUnavailable, "ServiceUnavailableError"}
+	errNotAllowed  = &httpError{http.StatusMethodNotAllowed, "MethodNotAllowedError"}
+)
+
+type httpError struct {
+	status int
+	name   string
+}
+
+// statusError is an error with its own status and name, and a message for
+// the client.
+type statusError struct {
+	kind *httpError
+	msg  string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// writeError writes every error response of the API: kernel errors by the
+// table above, decoding failures as 422 ValidationError, projection misses
+// as 404, and anything else as a logged 500 with a generic message.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var se *statusError
+	var de *jsonhttp.DecodeError
+	var ke *kernel.Error
+	switch {
+	case errors.As(err, &se):
+		jsonhttp.WriteError(w, se.kind.status, se.kind.name, se.msg)
+	case errors.As(err, &de):
+		jsonhttp.WriteError(w, http.StatusUnprocessableEntity, string(kernel.Validation), de.Msg)
+	case errors.Is(err, projection.ErrNotFound):
+		jsonhttp.WriteError(w, http.StatusNotFound, string(kernel.NotFound), "not found")
+	case errors.As(err, &ke) && ke.Kind != kernel.Internal:
+		jsonhttp.WriteError(w, statusOf[ke.Kind], string(ke.Kind), ke.Message)
+	default:
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		jsonhttp.WriteError(w, http.StatusInternalServerError, string(kernel.Internal), "internal error; see the server log")
+	}
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	jsonhttp.WriteError(w, http.StatusNotFound, string(kernel.NotFound), "no route for "+r.Method+" "+r.URL.Path)
+}
+
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	jsonhttp.WriteError(w, errNotAllowed.status, errNotAllowed.name, "method "+r.Method+" is not allowed on "+r.URL.Path)
+}
+
+func (s *Server) panicked(w http.ResponseWriter, r *http.Request, v any) {
+	s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
+	jsonhttp.WriteError(w, http.StatusInternalServerError, string(kernel.Internal), "internal error; see the server log")
+}
+

@@ -1,0 +1,322 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/turnledger/turnledger/internal/jsonhttp"
+	"github.com/turnledger/turnledger/kernel"
+	"github.com/turnledger/turnledger/projection"
+)
+
+// Config configures the HTTP API.
+type Config struct {
+	// AdminTokenHash is kernel.HashSecret of the admin bearer token.
+	AdminTokenHash string
+	// MaxBodyBytes bounds every request body.
+	MaxBodyBytes int64
+	// DefaultLimit and MaxLimit bound the `limit` of feeds and projections.
+	DefaultLimit, MaxLimit int
+	// WaitTimeout bounds how long a command waits for the projections to
+	// reach its ledger_seq before it answers 503.
+	WaitTimeout time.Duration
+	// Ready reports readiness for /readyz: a JSON-able report and whether the
+	// service is ready.
+	Ready func(ctx context.Context) (any, bool)
+	// Diagnostics reports trouble (lag, failures) to show on projection pages.
+	Diagnostics func(ctx context.Context) []Diagnostic
+	// Now is the clock of derived statuses (presence, credential expiry).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		MaxBodyBytes: 1 << 20,
+		DefaultLimit: 50,
+		MaxLimit:     projection.MaxLimit,
+		WaitTimeout:  10 * time.Second,
+		Now:          time.Now,
+		Logger:       slog.Default(),
+	}
+}
+
+// Validate reports every problem of the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.AdminTokenHash == "" {
+		errs = append(errs, errors.New("httpapi: an admin token hash is required"))
+	}
+	if c.MaxBodyBytes < 1024 {
+		errs = append(errs, errors.New("httpapi: max body bytes must be at least 1024"))
+	}
+	if c.DefaultLimit < 1 || c.MaxLimit < c.DefaultLimit || c.MaxLimit > projection.MaxLimit {
+		errs = append(errs, fmt.Errorf("httpapi: limits must satisfy 1 <= default <= max <= %d", projection.MaxLimit))
+	}
+	if c.WaitTimeout <= 0 {
+		errs = append(errs, errors.New("httpapi: wait timeout must be positive"))
+	}
+	if c.Now == nil || c.Logger == nil {
+		errs = append(errs, errors.New("httpapi: a clock and a logger are required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Diagnostic is one item of a projection page's diagnostics.
+type Diagnostic struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Server serves the coordination API over an engine (commands) and a
+// projection store (reads).
+type Server struct {
+	engine *kernel.Engine
+	store  *projection.Store
+	cfg    Config
+	log    *slog.Logger
+	router *verbRouter
+}
+
+// New returns the API server.
+func New(engine *kernel.Engine, store *projection.Store, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{engine: engine, store: store, cfg: cfg, log: cfg.Logger}
+	s.router = newVerbRouter(http.HandlerFunc(s.notFound), http.HandlerFunc(s.methodNotAllowed), s.panicked)
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// call is one authenticated request of a project.
+type call struct {
+	ctx     context.Context
+	r       *http.Request
+	ps      httprouter.Params
+	project string
+	caller  kernel.Caller
+}
+
+func (c *call) common(meta *kernel.Meta, trace *kernel.Trace) kernel.Common {
+	return kernel.Common{Caller: c.caller, Meta: meta, Trace: trace}
+}
+
+// id returns a path parameter that must be a safe id.
+func (c *call) id(name string) (string, error) {
+	v := c.ps.ByName(name)
+	if !kernel.ValidID(v) {
+		return "", kernel.Errorf(kernel.Validation, "%s %q must be 1 to 128 letters, digits, '_' or '-'", name, v)
+	}
+	return v, nil
+}
+
+type handler func(w http.ResponseWriter, c *call) error
+
+// project wraps a handler of a project-scoped route: it checks the project
+// id, authenticates the caller and writes any error.
+func (s *Server) project(h handler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		c := &call{ctx: r.Context(), r: r, ps: ps, project: ps.ByName("project_id")}
+		err := func() error {
+			if !kernel.ValidID(c.project) {
+				return kernel.Errorf(kernel.Validation, "project_id %q must be 1 to 128 letters, digits, '_' or '-'", c.project)
+			}
+			caller, err := s.authenticate(c.ctx, r, c.project)
+			if err != nil {
+				return err
+			}
+			c.caller = caller
+			c.ctx = withCaller(c.ctx, caller)
+			return h(w, c)
+		}()
+		if err != nil {
+			s.writeError(w, r, err)
+		}
+	}
+}
+
+// public wraps a handler that needs no authentication.
+func (s *Server) public(h handler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if err := h(w, &call{ctx: r.Context(), r: r, ps: ps}); err != nil {
+			s.writeError(w, r, err)
+		}
+	}
+}
+
+// admin wraps a handler of the admin surface: the admin bearer is required.
+func (s *Server) admin(h handler) httprouter.Handle {
+	return s.public(func(w http.ResponseWriter, c *call) error {
+		if _, ok := bearer(c.r); !ok {
+			return kernel.Errorf(kernel.Unauthorized, "the admin surface requires Authorization: Bearer <admin token>")
+		}
+		if !s.isAdmin(c.r) {
+			return kernel.Errorf(kernel.Unauthorized, "invalid admin bearer token")
+		}
+		c.caller = kernel.Caller{Admin: true}
+		c.ctx = withCaller(c.ctx, c.caller)
+		c.project = c.ps.ByName("project_id")
+		if c.project != "" && !kernel.ValidID(c.project) {
+			return kernel.Errorf(kernel.Validation, "project_id %q must be 1 to 128 letters, digits, '_' or '-'", c.project)
+		}
+		return h(w, c)
+	})
+}
+
+// decode reads the JSON body strictly into dst. With optional set, an empty
+// body is accepted and leaves dst as it is.
+func (s *Server) decode(c *call, dst any, optional bool) error {
+	data, err := io.ReadAll(io.LimitReader(c.r.Body, s.cfg.MaxBodyBytes+1))
+	if err != nil {
+		return &jsonhttp.DecodeError{Msg: "cannot read request body"}
+	}
+	if int64(len(data)) > s.cfg.MaxBodyBytes {
+		return &statusError{errTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes)}
+	}
+	if optional && len(trimSpace(data)) == 0 {
+		return nil
+	}
+	return jsonhttp.DecodeBytes(data, dst)
+}
+
+// raw reads the body as a JSON value without decoding it into a type.
+func (s *Server) raw(c *call) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(c.r.Body, s.cfg.MaxBodyBytes+1))
+	if err != nil {
+		return nil, &jsonhttp.DecodeError{Msg: "cannot read request body"}
+	}
+	if int64(len(data)) > s.cfg.MaxBodyBytes {
+		return nil, &statusError{errTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes)}
+	}
+	if !json.Valid(data) {
+		return nil, &jsonhttp.DecodeError{Msg: "request body must be valid JSON"}
+	}
+	return data, nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\n' || b[0] == '\r' || b[0] == '\t') {
+		b = b[1:]
+	}
+	return b
+}
+
+// wait blocks until the projections have folded seq, so that a client reads
+// its own writes.
+func (s *Server) wait(ctx context.Context, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	defer cancel()
+	if err := s.store.WaitFor(ctx, seq); err != nil {
+		return &statusError{errUnavailable, fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq)}
+	}
+	return nil
+}
+
+func (s *Server) ok(w http.ResponseWriter, v any) error {
+	jsonhttp.Write(w, http.StatusOK, v)
+	return nil
+}
+
+// query reads the query string strictly: only the allowed parameters, each
+// at most once.
+type query struct {
+	vals map[string]string
+}
+
+func (s *Server) query(c *call, allowed ...string) (query, error) {
+	q := query{vals: map[string]string{}}
+	for k, vs := range c.r.URL.Query() {
+		known := false
+		for _, a := range allowed {
+			known = known || a == k
+		}
+		if !known {
+			return q, kernel.Errorf(kernel.Validation, "unknown query parameter %q (allowed: %v)", k, allowed)
+		}
+		if len(vs) != 1 {
+			return q, kernel.Errorf(kernel.Validation, "query parameter %q is given %d times", k, len(vs))
+		}
+		q.vals[k] = vs[0]
+	}
+	return q, nil
+}
+
+func (q query) str(name string) string { return q.vals[name] }
+
+// id returns an optional id parameter.
+func (q query) id(name string) (string, error) {
+	v, ok := q.vals[name]
+	if ok && !kernel.ValidID(v) {
+		return "", kernel.Errorf(kernel.Validation, "%s %q must be 1 to 128 letters, digits, '_' or '-'", name, v)
+	}
+	return v, nil
+}
+
+func (q query) flag(name string) (bool, error) {
+	v, ok := q.vals[name]
+	if !ok {
+		return false, nil
+	}
+	switch v {
+	case "true", "1", "":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, kernel.Errorf(kernel.Validation, "%s must be true or false, not %q", name, v)
+}
+
+func (q query) seq(name string) (uint64, error) {
+	v, ok := q.vals[name]
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, kernel.Errorf(kernel.Validation, "%s must be a non-negative integer, not %q", name, v)
+	}
+	return n, nil
+}
+
+func (s *Server) limit(q query) (int, error) {
+	v, ok := q.vals["limit"]
+	if !ok {
+		return s.cfg.DefaultLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > s.cfg.MaxLimit {
+		return 0, kernel.Errorf(kernel.Validation, "limit must be an integer from 1 to %d, not %q", s.cfg.MaxLimit, v)
+	}
+	return n, nil
+}
+
+// page is the Projection page shape, with the cursor fields of feeds.
+type page struct {
+	ProjectID          string       `json:"project_id"`
+	Items              any          `json:"items"`
+	Limit              int          `json:"limit"`
+	Diagnostics        []Diagnostic `json:"diagnostics"`
+	NextAfterLedgerSeq *uint64      `json:"next_after_ledger_seq,omitempty"`
+	NextAfterTurnSeq   *uint64      `json:"next_after_turn_seq,omitempty"`
+	HasMore            *bool        `json:"has_more,omitempty"`
+}
+
+func (s *Server) page(c *call, items any, limit int) page {
+	diags := []Diagnostic{}
+	if s.cfg.Diagnostics != nil {
+		diags = append(diags, s.cfg.Diagnostics(c.ctx)...)
+	}
+	return page{ProjectID: c.project, Items: items, Limit: limit, Diagnostics: diags}
+}

@@ -1,0 +1,441 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/turnledger/turnledger/kernel"
+	"github.com/turnledger/turnledger/projection"
+)
+
+type dispatchBody struct {
+	RequestedBy kernel.AgentRef `json:"requested_by"`
+	TargetAgent kernel.AgentRef `json:"target_agent"`
+	Input       json.RawMessage `json:"input"`
+	TurnKind    string          `json:"turn_kind"`
+	DispatchKey string          `json:"dispatch_key"`
+	Authority   struct {
+		Mode        string             `json:"mode"`
+		RequestID   string             `json:"request_id"`
+		ParentClaim *kernel.ClaimToken `json:"parent_claim"`
+	} `json:"authority"`
+	Meta  *kernel.Meta  `json:"meta"`
+	Trace *kernel.Trace `json:"trace"`
+}
+
+func (s *Server) dispatch(w http.ResponseWriter, c *call) error {
+	var b dispatchBody
+	if err := s.decode(c, &b, false); err != nil {
+		return err
+	}
+	res, err := s.engine.Dispatch(c.ctx, c.project, kernel.Dispatch{
+		Common: c.common(b.Meta, b.Trace), RequestedBy: b.RequestedBy, TargetAgent: b.TargetAgent,
+		Input: b.Input, TurnKind: b.TurnKind, DispatchKey: b.DispatchKey,
+		Mode: b.Authority.Mode, RequestID: b.Authority.RequestID, ParentClaim: b.Authority.ParentClaim,
+	})
+	if err != nil {
+		return err
+	}
+	return s.turnAfter(w, c, res.Seq, res.TurnID)
+}
+
+// turnAfter answers with the Turn snapshot once the projections reached seq.
+func (s *Server) turnAfter(w http.ResponseWriter, c *call, seq uint64, turnID string) error {
+	if err := s.wait(c.ctx, seq); err != nil {
+		return err
+	}
+	v, err := s.store.Turn(c.project, turnID)
+	if err != nil {
+		return err
+	}
+	return s.ok(w, v)
+}
+
+func (s *Server) readableTurn(c *call) (string, error) {
+	id, err := c.id("turn_id")
+	if err != nil {
+		return "", err
+	}
+	err = s.engine.View(c.ctx, c.project, func(p *kernel.Project) error {
+		return kernel.CanReadTurn(p, c.caller, s.cfg.Now(), id)
+	})
+	return id, err
+}
+
+func (s *Server) getTurn(w http.ResponseWriter, c *call) error {
+	id, err := s.readableTurn(c)
+	if err != nil {
+		return err
+	}
+	v, err := s.store.Turn(c.project, id)
+	if err != nil {
+		return err
+	}
+	return s.ok(w, v)
+}
+
+func (s *Server) turnContext(w http.ResponseWriter, c *call) error {
+	q, err := s.query(c, "after_turn_seq", "limit")
+	if err != nil {
+		return err
+	}
+	after, err := q.seq("after_turn_seq")
+	if err != nil {
+		return err
+	}
+	limit, err := s.limit(q)
+	if err != nil {
+		return err
+	}
+	id, err := s.readableTurn(c)
+	if err != nil {
+		return err
+	}
+	if _, err := s.store.Turn(c.project, id); err != nil {
+		return err
+	}
+	cp, err := s.store.Context(c.project, id, after, limit)
+	if err != nil {
+		return err
+	}
+	pg := s.page(c, cp.Items, limit)
+	pg.NextAfterTurnSeq, pg.HasMore = &cp.NextAfterTurnSeq, &cp.HasMore
+	return s.ok(w, pg)
+}
+
+func (s *Server) feedParams(c *call) (uint64, int, error) {
+	q, err := s.query(c, "after_ledger_seq", "limit")
+	if err != nil {
+		return 0, 0, err
+	}
+	after, err := q.seq("after_ledger_seq")
+	if err != nil {
+		return 0, 0, err
+	}
+	limit, err := s.limit(q)
+	return after, limit, err
+}
+
+func (s *Server) feed(w http.ResponseWriter, c *call, fp projection.FeedPage, limit int) error {
+	pg := s.page(c, fp.Items, limit)
+	pg.NextAfterLedgerSeq, pg.HasMore = &fp.NextAfterLedgerSeq, &fp.HasMore
+	return s.ok(w, pg)
+}
+
+func (s *Server) turnFeed(w http.ResponseWriter, c *call) error {
+	after, limit, err := s.feedParams(c)
+	if err != nil {
+		return err
+	}
+	id, err := s.readableTurn(c)
+	if err != nil {
+		return err
+	}
+	if _, err := s.store.Turn(c.project, id); err != nil {
+		return err
+	}
+	fp, err := s.store.TurnFeed(c.project, id, after, limit)
+	if err != nil {
+		return err
+	}
+	return s.feed(w, c, fp, limit)
+}
+
+type requestedBody struct {
+	RequestedBy kernel.AgentRef `json:"requested_by"`
+	Meta        *kernel.Meta    `json:"meta"`
+	Trace       *kernel.Trace   `json:"trace"`
+}
+
+func (s *Server) stopTurn(w http.ResponseWriter, c *call) error {
+	id, err := c.id("turn_id")
+	if err != nil {
+		return err
+	}
+	var b requestedBody
+	if err := s.decode(c, &b, false); err != nil {
+		return err
+	}
+	seq, err := s.engine.Execute(c.ctx, c.project, kernel.Stop{Common: c.common(b.Meta, b.Trace), TurnID: id, RequestedBy: b.RequestedBy})
+	if err != nil {
+		return err
+	}
+	return s.turnAfter(w, c, seq, id)
+}
+
+func (s *Server) resumeTurn(w http.ResponseWriter, c *call) error {
+	id, err := c.id("turn_id")
+	if err != nil {
+		return err
+	}
+	var b requestedBody
+	if err := s.decode(c, &b, false); err != nil {
+		return err
+	}
+	seq, err := s.engine.Execute(c.ctx, c.project, kernel.Resume{Common: c.common(b.Meta, b.Trace), TurnID: id, RequestedBy: b.RequestedBy})
+	if err != nil {
+		return err
+	}
+	return s.turnAfter(w, c, seq, id)
+}
+
+type claimBody struct {
+	Agent *kernel.AgentRef `json:"agent"`
+	Meta  *kernel.Meta     `json:"meta"`
+	Trace *kernel.Trace    `json:"trace"`
+}
+
+// claimResult is the response of a won claim.
+type claimResult struct {
+	Claim kernel.ClaimToken   `json:"claim"`
+	Turn  projection.TurnView `json:"turn"`
+}
+
+func (s *Server) claim(w http.ResponseWriter, c *call) error {
+	agent, err := c.id("agent_id")
+	if err != nil {
+		return err
+	}
+	var b claimBody
+	if err := s.decode(c, &b, false); err != nil {
+		return err
+	}
+	if b.Agent == nil {
+		return kernel.Errorf(kernel.Validation, "agent is required")
+	}
+	res, seq, err := s.engine.Claim(c.ctx, c.project, c.common(b.Meta, b.Trace), agent, b.Agent)
+	if err != nil {
+		return err
+	}
+	if res == nil {
+		return s.ok(w, nil)
+	}
+	if err := s.wait(c.ctx, seq); err != nil {
+		return err
+	}
+	v, err := s.store.Turn(c.project, res.TurnID)
+	if err != nil {
+		return err
+	}
+	return s.ok(w, claimResult{Claim: res.Token, Turn: v})
+}
+
+type fencedBody struct {
+	Claim kernel.ClaimToken `json:"claim"`
+	Meta  *kernel.Meta      `json:"meta"`
+	Trace *kernel.Trace     `json:"trace"`
+}
+
+// renewResult is the response of a renewal: the claim with its new expiry,
+// and whether a stop was requested.
+type renewResult struct {
+	Claim         kernel.ClaimToken `json:"claim"`
+	StopRequested bool              `json:"stop_requested"`
+	LedgerSeq     uint64            `json:"ledger_seq"`
+}
+
+func (s *Server) renew(w http.ResponseWriter, c *call) error {
+	var b fencedBody
+	if err := s.decode(c, &b, false); err != nil {
+		return err
+	}
+	res, err := s.engine.Fenced(c.ctx, c.project, kernel.Renew{Common: c.common(b.Meta, b.Trace), Claim: b.Claim})
+	if err != nil {
+		return err
+	}
+	if err := s.wait(c.ctx, res.Seq); err != nil {
+		return err
+	}
+	return s.ok(w, renewResult{Claim: res.Claim, StopRequested: res.StopRequested, LedgerSeq: res.Seq})
+}
+
+type recordBody struct {
+	Claim   kernel.ClaimToken `json:"claim"`
+	Payload json.RawMessage   `json:"payload"`
+	Role    string            `json:"role"`
+	Meta    *kernel.Meta      `json:"meta"`
+	Trace   *kernel.Trace     `json:"trace"`
+}
+
+// recordResult is the response of an appended semantic record.
+type recordResult struct {
+	ProjectID     string `json:"project_id"`
+	TurnID        string `json:"turn_id"`
+	TurnSeq       uint64 `json:"turn_seq"`
+	StopRequested bool   `json:"stop_requested"`
+	LedgerSeq     uint64 `json:"ledger_seq"`
+}
+
+func (s *Server) appendRecord(w http.ResponseWriter, c *call) error {
+	id, err := c.id("turn_id")
+	if err != nil {
+		return err
+	}
+	var b recordBody
+	if err := s.decode(c, &b, false); err != nil {
+		return err
+	}
+	res, err := s.engine.Fenced(c.ctx, c.project, kernel.AppendRecord{
+		Common: c.common(b.Meta, b.Trace), TurnID: id, Claim: b.Claim, Role: b.Role, Payload: b.Payload,
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.wait(c.ctx, res.Seq); err != nil {
+		return err
+	}
+	return s.ok(w, recordResult{ProjectID: c.project, TurnID: id, TurnSeq: res.TurnSeq, StopRequested: res.StopRequested, LedgerSeq: res.Seq})
+}
+
+func (s *Server) suspend(w http.ResponseWriter, c *call) error {
+	id, err := c.id("turn_id")
+	if err != nil {
+		return err
+	}
+	var b fencedBody
+	if err := s.decode(c, &b, false); err != nil {
+		return err
+	}
+	res, err := s.engine.Fenced(c.ctx, c.project, kernel.Suspend{Common: c.common(b.Meta, b.Trace), TurnID: id, Claim: b.Claim})
+	if err != nil {
+		return err
+	}
+	return s.turnAfter(w, c, res.Seq, id)
+}
+
+type finishBody struct {
+	Claim           kernel.ClaimToken `json:"claim"`
+	Outcome         string            `json:"outcome"`
+	FinalPayload    json.RawMessage   `json:"final_payload"`
+	FinalRecordRole string            `json:"final_record_role"`
+	Meta            *kernel.Meta      `json:"meta"`
+	Trace           *kernel.Trace     `json:"trace"`
+}
+
+func (s *Server) finish(w http.ResponseWriter, c *call) error {
+	id, err := c.id("turn_id")
+	if err != nil {
+		return err
+	}
+	var b finishBody
+	if err := s.decode(c, &b, false); err != nil {
+		return err
+	}
+	res, err := s.engine.Fenced(c.ctx, c.project, kernel.Finish{
+		Common: c.common(b.Meta, b.Trace), TurnID: id, Claim: b.Claim,
+		Outcome: b.Outcome, FinalPayload: b.FinalPayload, FinalRecordRole: b.FinalRecordRole,
+	})
+	if err != nil {
+		return err
+	}
+	return s.turnAfter(w, c, res.Seq, id)
+}
+
+type contextBody struct {
+	Meta  *kernel.Meta  `json:"meta"`
+	Trace *kernel.Trace `json:"trace"`
+}
+
+// reconcileResult lists the Turns whose expired claims were released.
+type reconcileResult struct {
+	ProjectID string   `json:"project_id"`
+	Released  []string `json:"released_turn_ids"`
+	LedgerSeq uint64   `json:"ledger_seq"`
+}
+
+func (s *Server) reconcileExpired(w http.ResponseWriter, c *call) error {
+	var b contextBody
+	if err := s.decode(c, &b, true); err != nil {
+		return err
+	}
+	ids, seq, err := s.engine.ReconcileExpired(c.ctx, c.project, c.common(b.Meta, b.Trace))
+	if err != nil {
+		return err
+	}
+	if err := s.wait(c.ctx, seq); err != nil {
+		return err
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	return s.ok(w, reconcileResult{ProjectID: c.project, Released: ids, LedgerSeq: seq})
+}
+
+var turnStates = map[string]bool{kernel.StateQueued: true, kernel.StateClaimed: true, kernel.StateSuspended: true, kernel.StateFinished: true}
+
+func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
+	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "stop_requested_only", "limit")
+	if err != nil {
+		return err
+	}
+	var f projection.TurnFilter
+	if f.TargetAgentID, err = q.id("target_agent_id"); err != nil {
+		return err
+	}
+	f.TurnKind, f.State, f.Outcome = q.str("turn_kind"), q.str("state"), q.str("outcome")
+	if f.State != "" && !turnStates[f.State] {
+		return kernel.Errorf(kernel.Validation, "state must be one of queued, claimed, suspended, finished; not %q", f.State)
+	}
+	if f.StopRequestedOnly, err = q.flag("stop_requested_only"); err != nil {
+		return err
+	}
+	limit, err := s.limit(q)
+	if err != nil {
+		return err
+	}
+	err = s.engine.View(c.ctx, c.project, func(p *kernel.Project) error {
+		if !kernel.CanReadAll(p, c.caller) {
+			f.VisibleTo = c.caller.AgentID
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	items, err := s.store.Turns(c.project, f, limit)
+	if err != nil {
+		return err
+	}
+	return s.ok(w, s.page(c, items, limit))
+}
+
+func (s *Server) lineage(w http.ResponseWriter, c *call) error {
+	q, err := s.query(c, "limit")
+	if err != nil {
+		return err
+	}
+	limit, err := s.limit(q)
+	if err != nil {
+		return err
+	}
+	id, err := s.readableTurn(c)
+	if err != nil {
+		return err
+	}
+	items, err := s.store.Lineage(c.project, id, limit)
+	if err != nil {
+		return err
+	}
+	return s.ok(w, s.page(c, items, limit))
+}
+
+func (s *Server) projectFeed(w http.ResponseWriter, c *call) error {
+	after, limit, err := s.feedParams(c)
+	if err != nil {
+		return err
+	}
+	if err := s.authorizeRead(c, kernel.ReadProjectWide, ""); err != nil {
+		return err
+	}
+	fp, err := s.store.ProjectFeed(c.project, after, limit)
+	if err != nil {
+		return err
+	}
+	return s.feed(w, c, fp, limit)
+}
+
+func (s *Server) authorizeRead(c *call, action, agentID string) error {
+	return s.engine.View(c.ctx, c.project, func(p *kernel.Project) error {
+		return kernel.AuthorizeRead(p, c.caller, s.cfg.Now(), action, agentID)
+	})
+}
