@@ -1,0 +1,153 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// EmbeddedConfig configures the in-process nats-server that serve uses when
+// no external NATS server is given.
+type EmbeddedConfig struct {
+	// DataDir is where JetStream keeps its files (in DataDir/jetstream).
+	// Required.
+	DataDir string
+	// Port is the loopback TCP port to listen on: 0 listens on no port at
+	// all (clients connect in-process only), -1 on a random loopback port.
+	// The host is always 127.0.0.1. Default 0.
+	Port int
+	// ServerName names the server. Default "turnledger".
+	ServerName string
+	// ReadyTimeout bounds the wait for the server to start. Default 10s.
+	ReadyTimeout time.Duration
+	// Log sends the server's log to standard error. Default off.
+	Log bool
+}
+
+// DefaultEmbeddedConfig returns the configuration serve uses, with its data
+// under dataDir.
+func DefaultEmbeddedConfig(dataDir string) EmbeddedConfig {
+	return EmbeddedConfig{
+		DataDir:      dataDir,
+		ServerName:   "turnledger",
+		ReadyTimeout: 10 * time.Second,
+	}
+}
+
+// Validate reports every problem of c, joined.
+func (c EmbeddedConfig) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("ledger: embedded server needs a data directory"))
+	}
+	if c.Port < -1 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("ledger: embedded server port %d must be -1 (random), 0 (none) or 1 to 65535", c.Port))
+	}
+	if c.ServerName == "" {
+		errs = append(errs, errors.New("ledger: embedded server needs a name"))
+	}
+	if c.ReadyTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("ledger: embedded server ready timeout %v must be positive", c.ReadyTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Embedded is an in-process nats-server with JetStream file storage.
+type Embedded struct {
+	srv *server.Server
+
+	mu     sync.Mutex
+	conns  []*nats.Conn
+	closed bool
+}
+
+// StartEmbedded starts the server and waits until it accepts connections.
+func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o := &server.Options{
+		ServerName: cfg.ServerName,
+		Host:       "127.0.0.1",
+		Port:       cfg.Port,
+		DontListen: cfg.Port == 0,
+		JetStream:  true,
+		StoreDir:   filepath.Join(cfg.DataDir, "jetstream"),
+		NoSigs:     true, // the binary handles signals
+		NoLog:      !cfg.Log,
+		// The HTTP monitor, cluster, gateway and leafnode listeners stay off.
+	}
+	srv, err := server.NewServer(o)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: embedded server: %w", err)
+	}
+	if cfg.Log {
+		srv.ConfigureLogger()
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(cfg.ReadyTimeout) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("ledger: embedded server not ready after %v", cfg.ReadyTimeout)
+	}
+	if !srv.JetStreamEnabled() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, errors.New("ledger: embedded server started without JetStream")
+	}
+	return &Embedded{srv: srv}, nil
+}
+
+// Connect opens an in-process connection (no TCP) to the server. Close closes
+// it, too.
+func (e *Embedded) Connect(opts ...nats.Option) (*nats.Conn, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errors.New("ledger: embedded server is closed")
+	}
+	opts = append([]nats.Option{nats.Name("turnledger"), nats.InProcessServer(e.srv)}, opts...)
+	nc, err := nats.Connect("", opts...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: connect to embedded server: %w", err)
+	}
+	e.conns = append(e.conns, nc)
+	return nc, nil
+}
+
+// ClientURL is the server's loopback URL, or "" when it listens on no port.
+func (e *Embedded) ClientURL() string {
+	addr, ok := e.srv.Addr().(*net.TCPAddr)
+	if !ok || addr == nil {
+		return ""
+	}
+	return "nats://" + net.JoinHostPort(addr.IP.String(), strconv.Itoa(addr.Port))
+}
+
+// Close closes the connections made with Connect, then shuts the server
+// down and waits until JetStream has written its state. It is safe to call
+// more than once.
+func (e *Embedded) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	conns := e.conns
+	e.conns = nil
+	e.mu.Unlock()
+	for _, nc := range conns {
+		nc.Close()
+	}
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+	return nil
+}

@@ -1,0 +1,321 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/turnledger/turnledger/kernel"
+)
+
+// ErrConflict is returned (wrapped) by Append when the project's last
+// ledger_seq is not the expected one: another writer got there first. Catch
+// up with ReadProject and decide again.
+var ErrConflict = errors.New("ledger: wrong last sequence")
+
+// ErrInvalidID is returned (wrapped) when a project, aggregate or id is not a
+// safe token (kernel.ValidID). Nothing is read or written.
+var ErrInvalidID = errors.New("ledger: unsafe id")
+
+// Message headers set on every event, so a consumer can route without
+// decoding the body.
+const (
+	HeaderType    = "Tl-Type"    // the event's type, e.g. "turn.claimed"
+	HeaderVersion = "Tl-Version" // the event's schema version, e.g. "1"
+)
+
+// Server versions that matter.
+const (
+	minServer     = "2.9.0"  // the jetstream client package's floor
+	projectServer = "2.11.0" // Nats-Expected-Last-Subject-Sequence-Subject
+)
+
+// Store is the event store on one JetStream stream. It is safe for concurrent
+// use.
+type Store struct {
+	cfg    Config
+	mode   Expectation // ExpectProject or ExpectStream, never ExpectAuto
+	js     jetstream.JetStream
+	stream jetstream.Stream
+
+	mu   sync.Mutex
+	fact headFact // ExpectStream mode only
+}
+
+// headFact is something the Store knows in ExpectStream mode: when the stream
+// head was head, the last ledger_seq of project was last. Publishing with
+// Nats-Expected-Last-Sequence: head then succeeds only if the project's last
+// ledger_seq is still last.
+type headFact struct {
+	ok      bool
+	head    uint64
+	project string
+	last    uint64
+}
+
+// Open creates the stream or updates its configuration, checks the server
+// version and returns a Store on nc. The caller keeps ownership of nc.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if nc == nil {
+		return nil, errors.New("ledger: no NATS connection")
+	}
+	mode, err := resolveMode(cfg.Expect, nc.ConnectedServerVersion())
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	storage := jetstream.FileStorage
+	if cfg.Storage == MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "turnledger events",
+		Subjects:    []string{cfg.Prefix + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew, // never drop an event silently, should limits ever be set
+		Storage:     storage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.DuplicateWindow,
+		DenyDelete:  true, // the ledger is append-only
+		DenyPurge:   true,
+		AllowDirect: false, // direct get cannot take a wildcard last-by-subject; LastSeq needs it
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: create or update stream %s: %w", cfg.Stream, err)
+	}
+	return &Store{cfg: cfg, mode: mode, js: js, stream: st}, nil
+}
+
+// resolveMode picks the expectation mode for a server of version v.
+func resolveMode(want Expectation, v string) (Expectation, error) {
+	if !versionAtLeast(v, minServer) {
+		return "", fmt.Errorf("ledger: nats-server %q is too old: %s or later is needed (%s or later for per-project expectations)", v, minServer, projectServer)
+	}
+	perProject := versionAtLeast(v, projectServer)
+	switch want {
+	case ExpectProject:
+		if !perProject {
+			return "", fmt.Errorf("ledger: nats-server %s lacks per-project expectations: %s or later is needed, or use expectation %q", v, projectServer, ExpectStream)
+		}
+		return ExpectProject, nil
+	case ExpectStream:
+		return ExpectStream, nil
+	default:
+		if perProject {
+			return ExpectProject, nil
+		}
+		return ExpectStream, nil
+	}
+}
+
+// versionAtLeast reports whether the server version v ("2.15.2",
+// "2.11.0-RC.1") is at least min ("2.11.0"). An unreadable version is not.
+func versionAtLeast(v, min string) bool {
+	a, ok1 := parseVersion(v)
+	b, ok2 := parseVersion(min)
+	if !ok1 || !ok2 {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] > b[i]
+		}
+	}
+	return true
+}
+
+func parseVersion(v string) ([3]int, bool) {
+	var out [3]int
+	v = strings.TrimPrefix(v, "v")
+	if i := strings.IndexAny(v, "-+"); i >= 0 {
+		v = v[:i]
+	}
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return out, false
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return out, false
+		}
+		out[i] = n
+	}
+	return out, true
+}
+
+// Mode reports the expectation mode in use: ExpectProject or ExpectStream.
+func (s *Store) Mode() Expectation { return s.mode }
+
+// Config returns the configuration the Store was opened with.
+func (s *Store) Config() Config { return s.cfg }
+
+// projectFilter is the subject filter of every event of project.
+func (s *Store) projectFilter(project string) string {
+	return s.cfg.Prefix + "." + project + ".>"
+}
+
+// subject is where e goes: "<prefix>.<project>.<aggregate>.<id>".
+func (s *Store) subject(e kernel.Event) string {
+	return s.cfg.Prefix + "." + e.ProjectID + "." + e.Aggregate + "." + e.ID
+}
+
+func checkProject(project string) error {
+	if !kernel.ValidID(project) {
+		return fmt.Errorf("%w: project %q", ErrInvalidID, project)
+	}
+	return nil
+}
+
+// Append writes e as the next event of project, on the condition that the
+// last ledger_seq of the project is expectLast (0: the project has no events
+// yet). It returns the event's ledger_seq. When the condition fails it returns
+// an error for which errors.Is(err, ErrConflict) holds, and writes nothing.
+//
+// e.ProjectID must be project; the project, e.Aggregate and e.ID must be safe
+// tokens (ErrInvalidID otherwise).
+func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e kernel.Event) (uint64, error) {
+	if err := checkProject(project); err != nil {
+		return 0, err
+	}
+	if e.ProjectID != project {
+		return 0, fmt.Errorf("ledger: event of project %q appended to project %q", e.ProjectID, project)
+	}
+	if !kernel.ValidID(e.Aggregate) || !kernel.ValidID(e.ID) {
+		return 0, fmt.Errorf("%w: aggregate %q id %q", ErrInvalidID, e.Aggregate, e.ID)
+	}
+	data, err := kernel.MarshalEvent(e)
+	if err != nil {
+		return 0, err
+	}
+	msg := &nats.Msg{
+		Subject: s.subject(e),
+		Data:    data,
+		Header: nats.Header{
+			HeaderType:    []string{e.Type},
+			HeaderVersion: []string{strconv.Itoa(e.V)},
+		},
+	}
+	if s.mode == ExpectProject {
+		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(expectLast, s.projectFilter(project)))
+		if err != nil {
+			if isWrongLastSeq(err) {
+				return 0, conflict(project, expectLast)
+			}
+			return 0, fmt.Errorf("ledger: append to %s: %w", project, err)
+		}
+		return ack.Sequence, nil
+	}
+	return s.appendStreamWide(ctx, project, expectLast, msg)
+}
+
+// appendStreamWide is Append for servers without per-project expectations:
+// publish with "the stream's last sequence is H" for a head H at which the
+// project's last ledger_seq is known to be expectLast. When the stream moved
+// only because another project wrote, look again and retry; when the project
+// itself moved, it is a conflict.
+func (s *Store) appendStreamWide(ctx context.Context, project string, expectLast uint64, msg *nats.Msg) (uint64, error) {
+	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		f := s.fact
+		s.mu.Unlock()
+		var head uint64
+		moved := false // the stream moved between the two reads below
+		if f.ok && f.project == project && f.last == expectLast {
+			head = f.head
+		} else {
+			// Read the head first, then the project's last: if the publish
+			// then succeeds at head h, nothing came after h, so the project's
+			// last ledger_seq at h is the one read (or the read was after a
+			// newer event, p > h, and we look again).
+			h, err := s.Head(ctx)
+			if err != nil {
+				return 0, err
+			}
+			p, err := s.LastSeq(ctx, project)
+			if err != nil {
+				return 0, err
+			}
+			if p != expectLast {
+				return 0, conflict(project, expectLast)
+			}
+			head, moved = h, p > h
+		}
+		if !moved {
+			ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(head))
+			if err == nil {
+				s.mu.Lock()
+				s.fact = headFact{ok: true, head: ack.Sequence, project: project, last: ack.Sequence}
+				s.mu.Unlock()
+				return ack.Sequence, nil
+			}
+			if !isWrongLastSeq(err) {
+				return 0, fmt.Errorf("ledger: append to %s: %w", project, err)
+			}
+		}
+		s.mu.Lock()
+		if s.fact == f {
+			s.fact = headFact{}
+		}
+		s.mu.Unlock()
+		if attempt >= s.cfg.StreamConflictRetries {
+			return 0, fmt.Errorf("%w: project %s: the stream head kept moving (%d tries)", ErrConflict, project, attempt+1)
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func conflict(project string, expectLast uint64) error {
+	return fmt.Errorf("%w: project %s is not at ledger_seq %d", ErrConflict, project, expectLast)
+}
+
+// isWrongLastSeq reports whether err is JetStream's "wrong last sequence":
+// 10071, or 10164 on replicated streams.
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// LastSeq returns the last ledger_seq on the project's subjects, 0 when the
+// project has no events. It costs one round trip.
+func (s *Store) LastSeq(ctx context.Context, project string) (uint64, error) {
+	if err := checkProject(project); err != nil {
+		return 0, err
+	}
+	m, err := s.stream.GetLastMsgForSubject(ctx, s.projectFilter(project))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ledger: last seq of %s: %w", project, err)
+	}
+	return m.Sequence, nil
+}
+
+// Head returns the last ledger_seq of the whole stream, 0 when it is empty.
+func (s *Store) Head(ctx context.Context) (uint64, error) {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: stream info: %w", err)
+	}
+	return info.State.LastSeq, nil
+}
