@@ -17,7 +17,8 @@ import (
 // ErrConflict is returned (wrapped) by Append when the project's last
 // ledger_seq is not the expected one: another writer got there first. Catch
 // up with ReadProject and decide again.
-var ErrConflict = errors.New("ledger: wrong last sequence")
+// It wraps kernel.ErrStale, so the engine knows to catch up and retry.
+var ErrConflict = fmt.Errorf("ledger: wrong last sequence: %w", kernel.ErrStale)
 
 // ErrInvalidID is returned (wrapped) when a project, aggregate or id is not a
 // safe token (kernel.ValidID). Nothing is read or written.
