@@ -177,7 +177,8 @@ func CanReadAll(p *Project, c Caller) bool {
 }
 
 // CanReadTurn is the read policy of one Turn: the admin, a holder of the read
-// grant, its target agent and its requester read it.
+// grant, its target agent and its requester read it, and so do the target and
+// requester of its root Turn (who asked for the whole tree of work).
 func CanReadTurn(p *Project, c Caller, now time.Time, turnID string) error {
 	if _, err := p.check(c, now); err != nil {
 		return err
@@ -189,8 +190,15 @@ func CanReadTurn(p *Project, c Caller, now time.Time, turnID string) error {
 	if t == nil {
 		return Errorf(NotFound, "turn %s not found", turnID)
 	}
-	if t.Dispatch.TargetAgent.AgentID == c.AgentID || t.Dispatch.RequestedBy.AgentID == c.AgentID {
+	if involved(t, c.AgentID) {
+		return nil
+	}
+	if root := p.Turns[t.Dispatch.RootTurnID]; root != nil && involved(root, c.AgentID) {
 		return nil
 	}
 	return Errorf(Forbidden, "agent %s may not read turn %s", c.AgentID, turnID)
+}
+
+func involved(t *Turn, agentID string) bool {
+	return t.Dispatch.TargetAgent.AgentID == agentID || t.Dispatch.RequestedBy.AgentID == agentID
 }

@@ -75,3 +75,15 @@ func Connect(t testing.TB, s *server.Server, opts ...nats.Option) *nats.Conn {
 	t.Cleanup(nc.Close)
 	return nc
 }
+
+// ConnectURL connects to the server at url and closes the connection in
+// t.Cleanup.
+func ConnectURL(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("natstest: connect to %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
