@@ -194,8 +194,10 @@ func (s *Server) setAdmission(w http.ResponseWriter, c *call, drain bool) error 
 	return s.agentAfter(w, c, seq, agent)
 }
 
-func (s *Server) drainAgent(w http.ResponseWriter, c *call) error  { return s.setAdmission(w, c, true) }
-func (s *Server) resumeAgent(w http.ResponseWriter, c *call) error { return s.setAdmission(w, c, false) }
+func (s *Server) drainAgent(w http.ResponseWriter, c *call) error { return s.setAdmission(w, c, true) }
+func (s *Server) resumeAgent(w http.ResponseWriter, c *call) error {
+	return s.setAdmission(w, c, false)
+}
 
 type heartbeatBody struct {
 	Agent *kernel.AgentRef `json:"agent"`

@@ -78,4 +78,3 @@ func (s *Server) panicked(w http.ResponseWriter, r *http.Request, v any) {
 	s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
 	jsonhttp.WriteError(w, http.StatusInternalServerError, string(kernel.Internal), "internal error; see the server log")
 }
-
