@@ -11,14 +11,14 @@ import (
 	"github.com/turnledger/turnledger/deployconfig"
 )
 
-// exitError carries an exit status and the message printed for it.
-type exitError struct {
+// exitCodeError carries an exit status and the message printed for it.
+type exitCodeError struct {
 	code int
 	msg  string
 }
 
-func (e *exitError) Error() string { return e.msg }
-func (e *exitError) ExitCode() int { return e.code }
+func (e *exitCodeError) Error() string { return e.msg }
+func (e *exitCodeError) ExitCode() int { return e.code }
 
 const deployconfigUsage = `Usage:
   turnledger deployconfig validate FILE...   check configuration files against the schema
@@ -45,10 +45,10 @@ func runDeployconfig(ctx context.Context, args []string, stdout, stderr io.Write
 			if errors.Is(err, flag.ErrHelp) {
 				return nil
 			}
-			return &exitError{code: 2, msg: err.Error()}
+			return &exitCodeError{code: 2, msg: err.Error()}
 		}
 		if fs.NArg() != 0 {
-			return &exitError{code: 2, msg: "turnledger deployconfig schema takes no arguments"}
+			return &exitCodeError{code: 2, msg: "turnledger deployconfig schema takes no arguments"}
 		}
 		_, err := stdout.Write(deployconfig.Schema())
 		return err
@@ -71,11 +71,11 @@ func runDeployconfigValidate(ctx context.Context, args []string, stdout, stderr 
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return &exitError{code: 2, msg: err.Error()}
+		return &exitCodeError{code: 2, msg: err.Error()}
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return &exitError{code: 2, msg: "turnledger deployconfig validate: no FILE given"}
+		return &exitCodeError{code: 2, msg: "turnledger deployconfig validate: no FILE given"}
 	}
 	v, err := deployconfig.New()
 	if err != nil {
@@ -115,9 +115,9 @@ func runDeployconfigValidate(ctx context.Context, args []string, stdout, stderr 
 	case 0:
 		return nil
 	case 1:
-		return &exitError{code: 1, msg: "invalid configuration"}
+		return &exitCodeError{code: 1, msg: "invalid configuration"}
 	default:
-		return &exitError{code: 2, msg: "some files could not be read"}
+		return &exitCodeError{code: 2, msg: "some files could not be read"}
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/turnledger/turnledger/deployconfig"
 )
 
-func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
+func runTurnledger(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code = Main(context.Background(), args, &out, &errb)
@@ -34,7 +34,7 @@ func TestDeployconfigValidateExitStatus(t *testing.T) {
 		{[]string{invalid, unreadable}, 2, unreadable + ":4: syntax error: mapping values are not allowed in this context"},
 		{[]string{missing}, 2, missing + ": cannot read: no such file or directory"},
 	} {
-		code, out, _ := runMain(t, append([]string{"deployconfig", "validate"}, tc.files...)...)
+		code, out, _ := runTurnledger(t, append([]string{"deployconfig", "validate"}, tc.files...)...)
 		if code != tc.want {
 			t.Errorf("deployconfig validate %v exit = %d, want %d (output %q)", tc.files, code, tc.want, out)
 		}
@@ -45,16 +45,16 @@ func TestDeployconfigValidateExitStatus(t *testing.T) {
 }
 
 func TestDeployconfigValidateNeedsFiles(t *testing.T) {
-	if code, _, _ := runMain(t, "deployconfig", "validate"); code != 2 {
+	if code, _, _ := runTurnledger(t, "deployconfig", "validate"); code != 2 {
 		t.Errorf("deployconfig validate (no files) exit = %d, want 2", code)
 	}
-	if code, _, _ := runMain(t, "deployconfig", "frobnicate"); code != 2 {
+	if code, _, _ := runTurnledger(t, "deployconfig", "frobnicate"); code != 2 {
 		t.Errorf("deployconfig frobnicate exit = %d, want 2", code)
 	}
 }
 
 func TestDeployconfigSchemaPrintsTheEmbeddedSchema(t *testing.T) {
-	code, out, _ := runMain(t, "deployconfig", "schema")
+	code, out, _ := runTurnledger(t, "deployconfig", "schema")
 	if code != 0 {
 		t.Fatalf("deployconfig schema exit = %d, want 0", code)
 	}
