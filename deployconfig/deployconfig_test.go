@@ -70,6 +70,16 @@ func TestInvalidExamples(t *testing.T) {
 		"unknown-root-key.yml":               {p("/functons", 4, 1, `property "functons" is not allowed here`)},
 		"unknown-tag.yml": {p("/provider/environment/TABLE", 5, 12,
 			"unknown YAML tag !Reff (the CloudFormation short forms such as !Ref, !GetAtt, !Sub and !Join are known)")},
+		"bad-names.yml": {
+			p("/provider/environment/TABLE-NAME", 5, 5, `name "TABLE-NAME" is not allowed: want an environment variable name: a letter or _, then letters, digits and _`),
+			p("/functions/send mail", 7, 3, `name "send mail" is not allowed: want a function name: letters, digits, - and _`),
+		},
+		"http-event-without-method.yml": {p("/functions/hello/events/0/http", 8, 15, `got "/hello", want "METHOD /path", e.g. "GET /users"`)},
+		"cfn-function-two-keys.yml": {
+			p("/provider/environment/TABLE", 5, 5, "has 2 properties, want at most 1"),
+			p("/provider/environment/TABLE/Extra", 5, 31, `name "Extra" is not allowed: want Ref, Condition or Fn::<Name> (a CloudFormation function)`),
+		},
+		"state-machine-without-start.yml": {p("/stepFunctions/stateMachines/fulfil/definition", 7, 7, `missing property "StartAt"`)},
 		"wrong-types.json": {
 			p("/provider/versionFunctions", 3, 51, "got string, want boolean or a ${...} variable"),
 			p("/functions/hello/handler", 4, 38, "got number, want string"),

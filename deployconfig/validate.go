@@ -189,6 +189,26 @@ func (v *Validator) alternatives(e *jsonschema.ValidationError) []leaf {
 	return []leaf{{loc: e.InstanceLocation, want: wants, got: got}}
 }
 
+// nameRules says, for the schemas whose property names follow a pattern
+// (patternProperties with additionalProperties false), what a name must be.
+var nameRules = map[string]string{
+	"#/definitions/cfnFunction":         "Ref, Condition or Fn::<Name> (a CloudFormation function)",
+	"#/definitions/environment/anyOf/0": "an environment variable name: a letter or _, then letters, digits and _",
+	"#/definitions/functions/anyOf/0":   "a function name: letters, digits, - and _",
+}
+
+// patternText says in words what a pattern of the schema asks for.
+var patternText = map[string]string{
+	`^[A-Za-z*]+ +\S+`: `"METHOD /path", e.g. "GET /users"`,
+}
+
+func describePattern(p string) string {
+	if t, ok := patternText[p]; ok {
+		return t
+	}
+	return fmt.Sprintf("a match of %s", p)
+}
+
 // typeMismatch reports whether l says "this value is not of my type".
 func typeMismatch(l leaf) (want []string, got string, ok bool) {
 	if l.want != nil {
@@ -231,7 +251,11 @@ func (v *Validator) problems(doc *document, l leaf) []Problem {
 			if !ok {
 				pos = doc.at(ptr)
 			}
-			out = append(out, Problem{Pointer: child, Pos: pos, Message: fmt.Sprintf("property %q is not allowed here", p)})
+			msg := fmt.Sprintf("property %q is not allowed here", p)
+			if rule, ok := nameRules[l.schema[strings.LastIndexByte(l.schema, '#'):]]; ok {
+				msg = fmt.Sprintf("name %q is not allowed: want %s", p, rule)
+			}
+			out = append(out, Problem{Pointer: child, Pos: pos, Message: msg})
 		}
 		return out
 	case *kind.Required:
@@ -244,6 +268,7 @@ func (v *Validator) problems(doc *document, l leaf) []Problem {
 		if k.Want == variablePattern {
 			return []Problem{{Pointer: ptr, Pos: doc.at(ptr), Message: fmt.Sprintf("got %q, want a ${...} variable", k.Got)}}
 		}
+		return []Problem{{Pointer: ptr, Pos: doc.at(ptr), Message: fmt.Sprintf("got %q, want %s", k.Got, describePattern(k.Want))}}
 	case *kind.Enum:
 		return []Problem{{Pointer: ptr, Pos: doc.at(ptr), Message: fmt.Sprintf("got %s, want one of %s", jsonText(k.Got), jsonList(k.Want))}}
 	case *kind.MaxProperties:

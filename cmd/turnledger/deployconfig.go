@@ -81,7 +81,7 @@ func runDeployconfigValidate(ctx context.Context, args []string, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	code := 0
+	code, invalid, unreadable := 0, 0, 0
 	for _, name := range fs.Args() {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -90,12 +90,14 @@ func runDeployconfigValidate(ctx context.Context, args []string, stdout, stderr 
 		if err != nil {
 			fmt.Fprintf(stdout, "%s: cannot read: %v\n", name, unwrapPathError(err))
 			code = 2
+			unreadable++
 			continue
 		}
 		problems, err := v.Validate(name, data)
 		if err != nil {
 			fmt.Fprintf(stdout, "%s:%v\n", name, err)
 			code = 2
+			unreadable++
 			continue
 		}
 		if len(problems) == 0 {
@@ -107,17 +109,19 @@ func runDeployconfigValidate(ctx context.Context, args []string, stdout, stderr 
 		for _, p := range problems {
 			fmt.Fprintf(stdout, "%s:%s\n", name, p)
 		}
+		invalid++
 		if code == 0 {
 			code = 1
 		}
 	}
+	summary := fmt.Sprintf("%d of %d files invalid, %d unreadable", invalid, fs.NArg(), unreadable)
 	switch code {
 	case 0:
 		return nil
 	case 1:
-		return &exitCodeError{code: 1, msg: "invalid configuration"}
+		return &exitCodeError{code: 1, msg: summary}
 	default:
-		return &exitCodeError{code: 2, msg: "some files could not be read"}
+		return &exitCodeError{code: 2, msg: summary}
 	}
 }
 

@@ -25,16 +25,20 @@ func TestDeployconfigValidateExitStatus(t *testing.T) {
 	unreadable := filepath.Join(td, "unreadable", "bad-indent.yml")
 	missing := filepath.Join(t.TempDir(), "nope.yml")
 	for _, tc := range []struct {
-		files    []string
-		want     int
-		wantLine string
+		files      []string
+		want       int
+		wantLine   string
+		wantStderr string
 	}{
-		{[]string{valid}, 0, valid + ": valid"},
-		{[]string{valid, invalid}, 1, invalid + `:1:1: at "": missing property "provider"`},
-		{[]string{invalid, unreadable}, 2, unreadable + ":4: syntax error: mapping values are not allowed in this context"},
-		{[]string{missing}, 2, missing + ": cannot read: no such file or directory"},
+		{[]string{valid}, 0, valid + ": valid", ""},
+		{[]string{valid, invalid}, 1, invalid + `:1:1: at "": missing property "provider"`, "1 of 2 files invalid, 0 unreadable\n"},
+		{[]string{invalid, unreadable}, 2, unreadable + ":4: syntax error: mapping values are not allowed in this context", "1 of 2 files invalid, 1 unreadable\n"},
+		{[]string{missing}, 2, missing + ": cannot read: no such file or directory", "0 of 1 files invalid, 1 unreadable\n"},
 	} {
-		code, out, _ := runTurnledger(t, append([]string{"deployconfig", "validate"}, tc.files...)...)
+		code, out, stderr := runTurnledger(t, append([]string{"deployconfig", "validate"}, tc.files...)...)
+		if stderr != tc.wantStderr {
+			t.Errorf("deployconfig validate %v stderr = %q, want %q", tc.files, stderr, tc.wantStderr)
+		}
 		if code != tc.want {
 			t.Errorf("deployconfig validate %v exit = %d, want %d (output %q)", tc.files, code, tc.want, out)
 		}
