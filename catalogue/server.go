@@ -153,12 +153,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	keys := r.Header.Values("Partner-Auth")
-	switch {
-	case len(keys) == 0 || strings.TrimSpace(keys[0]) == "":
-		jsonhttp.WriteError(w, http.StatusUnauthorized, "Unauthorized", "the Partner-Auth header with your partner key is required")
-		return
-	case len(keys) > 1 || !s.keys.allows(strings.TrimSpace(keys[0])):
-		jsonhttp.WriteError(w, http.StatusUnauthorized, "Unauthorized", "the Partner-Auth key is not valid")
+	missing := len(keys) == 0 || strings.TrimSpace(keys[0]) == ""
+	if missing || len(keys) > 1 || !s.keys.allows(strings.TrimSpace(keys[0])) {
+		// RFC 9110: a 401 names the scheme the client must use.
+		w.Header().Set("WWW-Authenticate", `Partner-Auth realm="partner API v2"`)
+		msg := "the Partner-Auth key is not valid"
+		if missing {
+			msg = "the Partner-Auth header with your partner key is required"
+		}
+		jsonhttp.WriteError(w, http.StatusUnauthorized, "Unauthorized", msg)
 		return
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)

@@ -155,6 +155,9 @@ func TestErrors(t *testing.T) {
 		if r.status != tc.status || body.Error != tc.name || body.Message == "" {
 			t.Errorf("%s %s (header %v) = %d %+v, want %d %s with a message", tc.method, tc.target, tc.header, r.status, body, tc.status, tc.name)
 		}
+		if got := r.header.Get("WWW-Authenticate"); (tc.status == 401) != (got != "") {
+			t.Errorf("%s %s = %d with WWW-Authenticate %q; want it on 401 only", tc.method, tc.target, r.status, got)
+		}
 		if r.header.Get("ETag") != "" {
 			t.Errorf("%s %s error has ETag %q, want none", tc.method, tc.target, r.header.Get("ETag"))
 		}

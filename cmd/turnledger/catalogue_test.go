@@ -213,3 +213,11 @@ func TestCatalogueHelpPrintsTheFlags(t *testing.T) {
 		t.Errorf("catalogue --help exit = %d, want 0", code)
 	}
 }
+
+func TestCatalogueSamplePrintsAUsableFile(t *testing.T) {
+	code, out, _ := runTurnledger(t, "catalogue", "sample")
+	c, err := catalogue.Parse([]byte(out))
+	if code != 0 || err != nil || len(c.Cities) != 7 {
+		t.Errorf("catalogue sample = exit %d, Parse error %v; want 0 and a catalogue of 7 cities", code, err)
+	}
+}
