@@ -22,6 +22,8 @@
 //	languageCode not one of EN ES FR IT DE PT NL  400 UnsupportedLanguage
 //	cityCode not in the catalogue             404 CityNotFound
 //
+// Every 401 carries WWW-Authenticate: Partner-Auth realm="partner API v2".
+//
 // A city that is in the catalogue but has no subcategories answers 200 with
 // an empty list: 404 means "no such city" (most often a typo), an empty list
 // means "nothing to sell there yet".
