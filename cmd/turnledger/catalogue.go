@@ -1,12 +1,185 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/turnledger/turnledger/catalogue"
 )
 
-// runCatalogue is not built yet.
+// catalogueStdin is where `catalogue hash-key` reads the key; tests replace it.
+var catalogueStdin io.Reader = os.Stdin
+
+const catalogueKeysEnv = "CATALOGUE_PARTNER_KEYS"
+
+// runCatalogue serves the partner subcategory listing, or runs one of its
+// helpers: hash-key, new-key, sample.
 func runCatalogue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	if len(args) > 0 {
+		switch args[0] {
+		case "hash-key":
+			return catalogueHashKey(args[1:], stdout, stderr)
+		case "new-key":
+			return catalogueNewKey(args[1:], stdout, stderr)
+		case "sample":
+			_, err := stdout.Write(catalogue.SampleJSON())
+			return err
+		}
+	}
+	fs := flag.NewFlagSet("catalogue", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8040", "address to listen on")
+	data := fs.String("data", "", "catalogue file (JSON, see docs/catalogue.md); default: the embedded sample")
+	keys := fs.String("keys", "", "file of partner key hashes, one sha256:<hex> a line; default: $"+catalogueKeysEnv)
+	baseURL := fs.String("base-url", "", "absolute URL that localized paths are joined to for canonicalUrl; default: http://ADDR")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `Usage:
+  turnledger catalogue [flags]          serve GET /api/public/v2/subcategories
+  turnledger catalogue hash-key         read a partner key on stdin, print its hash for the key file
+  turnledger catalogue new-key          draw a new partner key; print it and its hash
+  turnledger catalogue sample           print the embedded sample catalogue (a template for --data)
+
+Environment:
+  `+catalogueKeysEnv+`  partner key hashes, separated by commas (used when --keys is not given)
+
+Flags:`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return &exitCodeError{code: 2, msg: err.Error()}
+	}
+	if fs.NArg() != 0 {
+		return &exitCodeError{code: 2, msg: fmt.Sprintf("turnledger catalogue: unexpected argument %q", fs.Arg(0))}
+	}
+
+	cfg := catalogue.DefaultConfig()
+	if *data != "" {
+		b, err := os.ReadFile(*data)
+		if err != nil {
+			return err
+		}
+		c, err := catalogue.Parse(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", *data, err)
+		}
+		cfg.Catalogue = c
+	}
+	switch {
+	case *keys != "":
+		b, err := os.ReadFile(*keys)
+		if err != nil {
+			return err
+		}
+		if cfg.Keys, err = catalogue.ParseKeyFile(*keys, b); err != nil {
+			return err
+		}
+	case os.Getenv(catalogueKeysEnv) != "":
+		var err error
+		if cfg.Keys, err = catalogue.ParseKeyList(catalogueKeysEnv, os.Getenv(catalogueKeysEnv)); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("no partner keys: give --keys FILE or set %s (make hashes with 'turnledger catalogue hash-key')", catalogueKeysEnv)
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	cfg.BaseURL = *baseURL
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = "http://" + ln.Addr().String()
+	}
+	srv, err := catalogue.New(cfg)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	fmt.Fprintf(stderr, "turnledger catalogue: %d cities, %d subcategories, %d partner keys; listening on http://%s%s\n",
+		len(cfg.Catalogue.Cities), len(cfg.Catalogue.Subcategories), len(cfg.Keys), ln.Addr(), catalogue.Path)
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutdown); err != nil {
+		return err
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func catalogueHashKey(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("catalogue hash-key", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	label := fs.String("label", "", "label written after the hash (e.g. the partner's name)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: turnledger catalogue hash-key [--label NAME] < key\n\nReads one partner key (the first line of stdin; never an argument, which\nwould stay in the shell history) and prints the line for the key file.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return &exitCodeError{code: 2, msg: err.Error()}
+	}
+	line, err := bufio.NewReader(catalogueStdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	key := strings.TrimSpace(line)
+	if key == "" {
+		return &exitCodeError{code: 2, msg: "turnledger catalogue hash-key: no key on stdin"}
+	}
+	out := catalogue.HashKey(key).String()
+	if l := strings.TrimSpace(*label); l != "" {
+		out += "  " + l
+	}
+	fmt.Fprintln(stdout, out)
+	return nil
+}
+
+func catalogueNewKey(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("catalogue new-key", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return &exitCodeError{code: 2, msg: err.Error()}
+	}
+	key, err := catalogue.NewKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "key:  %s\nhash: %s\n", key, catalogue.HashKey(key))
+	fmt.Fprintln(stderr, "Give the key to the partner once; keep only the hash (add it to the --keys file).")
+	return nil
 }

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/turnledger/turnledger/catalogue"
+)
+
+// catalogueLog collects the server's stderr; safe for its goroutine and the test.
+type catalogueLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *catalogueLog) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *catalogueLog) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitForCatalogue polls cond every 10ms for up to 5s (a bounded wait, no bare sleep).
+func waitForCatalogue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var listeningLine = regexp.MustCompile(`listening on (http://[0-9.:]+)/`)
+
+// startCatalogue runs `turnledger catalogue` with args on a random loopback
+// port and returns its base URL; the server stops at the end of the test.
+func startCatalogue(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr catalogueLog
+	done := make(chan error, 1)
+	go func() {
+		done <- runCatalogue(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), io.Discard, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("catalogue server returned %v, want nil after cancel", err)
+		}
+	})
+	var base string
+	waitForCatalogue(t, "the catalogue server to listen", func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("catalogue exited early: %v (stderr %q)", err, stderr.String())
+		default:
+		}
+		if m := listeningLine.FindStringSubmatch(stderr.String()); m != nil {
+			base = m[1]
+			return true
+		}
+		return false
+	})
+	return base
+}
+
+func fetchListing(t *testing.T, url, key string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Partner-Auth", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
+}
+
+func TestCatalogueServesAUserFileWithKeysFromAFile(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "catalogue.json")
+	if err := os.WriteFile(data, []byte(`{
+  "cities": [{"code": "OSAKA", "names": {"EN": "Osaka"}}],
+  "categories": [{"id": "c1", "names": {"EN": "Tickets"}}],
+  "subcategories": [{"id": "s1", "cityCode": "OSAKA", "categoryId": "c1",
+    "names": {"EN": "Castles", "DE": "Burgen"}, "paths": {"EN": "/osaka/castles/", "DE": "/de/osaka/burgen/"}}]
+}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keys, []byte("# partners\n"+catalogue.HashKey("k-osaka").String()+" osaka partner\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := startCatalogue(t, "--data", data, "--keys", keys, "--base-url", "https://tickets.example.test")
+
+	status, body := fetchListing(t, base+catalogue.Path+"?cityCode=OSAKA&languageCode=DE", "k-osaka")
+	var resp catalogue.Response
+	if err := json.Unmarshal(body, &resp); status != 200 || err != nil || len(resp.SubCategories) != 1 {
+		t.Fatalf("GET OSAKA DE = %d %s, want 200 and one subcategory", status, body)
+	}
+	if got, want := resp.SubCategories[0].CanonicalURL, "https://tickets.example.test/de/osaka/burgen/"; got != want {
+		t.Errorf("canonicalUrl = %q, want %q", got, want)
+	}
+	if status, _ := fetchListing(t, base+catalogue.Path+"?cityCode=PARIS", "k-osaka"); status != 404 {
+		t.Errorf("GET PARIS (not in the user's file) = %d, want 404", status)
+	}
+	if status, _ := fetchListing(t, base+catalogue.Path+"?cityCode=OSAKA", "k-other"); status != 401 {
+		t.Errorf("GET with an unknown key = %d, want 401", status)
+	}
+}
+
+func TestCatalogueTakesKeysFromTheEnvironment(t *testing.T) {
+	t.Setenv(catalogueKeysEnv, catalogue.HashKey("k1").String()+","+catalogue.HashKey("k2").String())
+	base := startCatalogue(t)
+	for _, key := range []string{"k1", "k2"} {
+		status, body := fetchListing(t, base+catalogue.Path+"?cityCode=PARIS", key)
+		var resp catalogue.Response
+		if err := json.Unmarshal(body, &resp); status != 200 || err != nil || len(resp.SubCategories) == 0 {
+			t.Errorf("GET PARIS with key %s = %d %s, want 200 and the sample's Paris", key, status, body)
+			continue
+		}
+		if !strings.HasPrefix(resp.SubCategories[0].CanonicalURL, base+"/") {
+			t.Errorf("canonicalUrl = %q, want it on the server's own address %s by default", resp.SubCategories[0].CanonicalURL, base)
+		}
+	}
+}
+
+func TestCatalogueRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "broken.json")
+	os.WriteFile(broken, []byte("{\n  \"cities\": [\n    {\"code\": \"x\", \"names\": {\"EN\": \"X\"}}\n  ]\n}\n"), 0o600)
+	plain := filepath.Join(dir, "keys")
+	os.WriteFile(plain, []byte("pk_plain_key\n"), 0o600)
+	good := filepath.Join(dir, "good-keys")
+	os.WriteFile(good, []byte(catalogue.HashKey("k").String()+"\n"), 0o600)
+	t.Setenv(catalogueKeysEnv, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--keys", good, "--data", broken}, "turnledger catalogue: " + broken + ": catalogue data: line 3: city code \"x\" must be upper-case letters, digits and _ (e.g. NEW_YORK)\n"},
+		{[]string{"--keys", plain}, "turnledger catalogue: " + plain + ": line 1: not a key hash: want sha256:<64 hex digits> (make one with 'turnledger catalogue hash-key'; plain keys are not accepted here)\n"},
+		{nil, "turnledger catalogue: no partner keys: give --keys FILE or set CATALOGUE_PARTNER_KEYS (make hashes with 'turnledger catalogue hash-key')\n"},
+		{[]string{"--keys", good, "--base-url", "example.com"}, "turnledger catalogue: base URL \"example.com\" must start with http:// or https://\n"},
+	} {
+		code, _, stderr := runTurnledger(t, append([]string{"catalogue", "--addr", "127.0.0.1:0"}, tc.args...)...)
+		if code != 1 || stderr != tc.want {
+			t.Errorf("catalogue %v = exit %d, stderr %q; want exit 1, %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+func TestCatalogueHashKeyReadsStdin(t *testing.T) {
+	old := catalogueStdin
+	t.Cleanup(func() { catalogueStdin = old })
+	catalogueStdin = strings.NewReader("abc\n")
+	code, out, _ := runTurnledger(t, "catalogue", "hash-key", "--label", "acme")
+	want := "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  acme\n"
+	if code != 0 || out != want {
+		t.Errorf("catalogue hash-key < abc = %d %q, want 0 %q", code, out, want)
+	}
+	catalogueStdin = strings.NewReader("")
+	if code, _, _ := runTurnledger(t, "catalogue", "hash-key"); code != 2 {
+		t.Errorf("catalogue hash-key < empty = exit %d, want 2", code)
+	}
+}
+
+func TestCatalogueNewKeyPrintsAKeyAndItsHash(t *testing.T) {
+	code, out, _ := runTurnledger(t, "catalogue", "new-key")
+	var key, hash string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "key:  "); ok {
+			key = v
+		}
+		if v, ok := strings.CutPrefix(line, "hash: "); ok {
+			hash = v
+		}
+	}
+	if code != 0 || key == "" || hash != catalogue.HashKey(key).String() {
+		t.Errorf("catalogue new-key = %d %q, want a key and its hash", code, out)
+	}
+}
+
+func TestCatalogueHelpPrintsTheFlags(t *testing.T) {
+	code, _, stderr := runTurnledger(t, "catalogue", "--help")
+	for _, flag := range []string{"-addr", "-data", "-keys", "-base-url", catalogueKeysEnv} {
+		if !strings.Contains(stderr, flag) {
+			t.Errorf("catalogue --help does not mention %s:\n%s", flag, stderr)
+		}
+	}
+	if code != 0 {
+		t.Errorf("catalogue --help exit = %d, want 0", code)
+	}
+}
+
+func TestCatalogueSamplePrintsAUsableFile(t *testing.T) {
+	code, out, _ := runTurnledger(t, "catalogue", "sample")
+	c, err := catalogue.Parse([]byte(out))
+	if code != 0 || err != nil || len(c.Cities) != 7 {
+		t.Errorf("catalogue sample = exit %d, Parse error %v; want 0 and a catalogue of 7 cities", code, err)
+	}
+}
