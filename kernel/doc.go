@@ -16,8 +16,12 @@
 // ledger on first use. A command takes the project's lock, decides, appends
 // with the expectation "the project's last ledger_seq is the one I folded",
 // and evolves. When another instance wrote first the append loses (ErrStale),
-// the engine catches up from the ledger and decides again, so clients see
-// only real refusals.
+// the engine catches up from the ledger and decides again. A refusal, or a
+// command that changes nothing (a claim with nothing to claim, a repeated
+// dispatch), is confirmed the same way before it is answered: the engine asks
+// the ledger for the project's last ledger_seq and, if another instance wrote
+// since, decides again on the caught-up state. So clients see only real
+// refusals, whichever instance they talk to.
 //
 // # Turn states
 //

@@ -140,17 +140,24 @@ func (e *Engine) with(ctx context.Context, project string, fresh bool, fn func(*
 		}
 		s.loaded = true
 	} else if fresh {
-		last, err := e.ledger.LastSeq(ctx, project)
-		if err != nil {
-			return fmt.Errorf("kernel: read last ledger_seq of project %s: %w", project, err)
-		}
-		if last > s.p.Seq {
-			if err := e.catchUp(ctx, s.p); err != nil {
-				return err
-			}
+		if _, err := e.behind(ctx, s.p); err != nil {
+			return err
 		}
 	}
 	return fn(s.p)
+}
+
+// behind reports whether the ledger holds events of the project that p has
+// not folded, and folds them when it does.
+func (e *Engine) behind(ctx context.Context, p *Project) (bool, error) {
+	last, err := e.ledger.LastSeq(ctx, p.ID)
+	if err != nil {
+		return false, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", p.ID, err)
+	}
+	if last <= p.Seq {
+		return false, nil
+	}
+	return true, e.catchUp(ctx, p)
 }
 
 func (e *Engine) catchUp(ctx context.Context, p *Project) error {
@@ -177,10 +184,18 @@ func (e *Engine) execute(ctx context.Context, p *Project, cmd Command) (uint64, 
 func (e *Engine) decideAppend(ctx context.Context, p *Project, cmd Command) (uint64, *Event, error) {
 	for attempt := 1; ; attempt++ {
 		events, err := Decide(p, cmd, e.cfg.Now())
-		if err != nil {
-			return 0, nil, err
-		}
-		if len(events) == 0 {
+		if err != nil || len(events) == 0 {
+			// A refusal, or nothing to do, is only an answer if the state it
+			// was decided on is current: another instance may have written
+			// since. Check, and decide again on the caught-up state.
+			if stale, cerr := e.behind(ctx, p); cerr != nil {
+				return 0, nil, cerr
+			} else if stale && attempt < e.cfg.MaxAttempts {
+				continue
+			}
+			if err != nil {
+				return 0, nil, err
+			}
 			return p.Seq, nil, nil
 		}
 		ev := events[0]

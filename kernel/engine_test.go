@@ -1,0 +1,188 @@
+package kernel_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/turnledger/turnledger/internal/natstest"
+	"github.com/turnledger/turnledger/kernel"
+	"github.com/turnledger/turnledger/ledger"
+)
+
+// newEngines starts n engines, each over its own connection and ledger Store,
+// on one embedded NATS server: n service instances that share only NATS.
+func newEngines(t *testing.T, n int) ([]*kernel.Engine, *ledger.Store) {
+	t.Helper()
+	srv := natstest.Start(t)
+	var engines []*kernel.Engine
+	var first *ledger.Store
+	for i := 0; i < n; i++ {
+		cfg := ledger.DefaultConfig()
+		cfg.Storage = ledger.MemoryStorage
+		l, err := ledger.Open(context.Background(), natstest.Connect(t, srv), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = l
+		}
+		kcfg := kernel.DefaultConfig()
+		kcfg.MaxAttempts = 1000
+		e, err := kernel.NewEngine(l, kcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		engines = append(engines, e)
+	}
+	return engines, first
+}
+
+var admin = kernel.Common{Caller: kernel.Caller{Admin: true}}
+
+func register(t *testing.T, e *kernel.Engine, id string, capacity int) {
+	t.Helper()
+	_, err := e.Execute(t.Context(), "p1", kernel.RegisterAgent{Common: admin, Spec: kernel.AgentSpec{
+		AgentID: id, Role: "worker", Enabled: true, AcceptsWork: true, Capacity: capacity, PublicMetadata: json.RawMessage(`{}`),
+	}, Provenance: kernel.Provenance{Kind: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func dispatch(e *kernel.Engine, key string) (kernel.DispatchResult, error) {
+	return e.Dispatch(context.Background(), "p1", kernel.Dispatch{Common: admin,
+		RequestedBy: kernel.AgentRef{ProjectID: "p1", AgentID: "req"}, TargetAgent: kernel.AgentRef{ProjectID: "p1", AgentID: "worker"},
+		Input: json.RawMessage(`{}`), TurnKind: "k", DispatchKey: key, Mode: kernel.AuthorityRoot, RequestID: key})
+}
+
+// TestTwoEnginesRace runs two engines on one NATS server against the same
+// project at once. The per-project expectation must make them serialise:
+// every Turn is claimed exactly once, capacity holds, and a dispatch key
+// raced from both sides makes one Turn.
+func TestTwoEnginesRace(t *testing.T) {
+	engines, l := newEngines(t, 2)
+	register(t, engines[0], "req", 1)
+	const turns, capacity = 40, 25
+	register(t, engines[1], "worker", capacity)
+
+	// Dispatch from both engines at once, half of the keys raced by both.
+	var wg sync.WaitGroup
+	ids := make([][]string, 2)
+	for i, e := range engines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < turns; k++ {
+				key := fmt.Sprintf("own-%d-%d", i, k)
+				if k%2 == 0 {
+					key = fmt.Sprintf("shared-%d", k)
+				}
+				res, err := dispatch(e, key)
+				if err != nil {
+					t.Errorf("engine %d dispatch %s: %v", i, key, err)
+					return
+				}
+				ids[i] = append(ids[i], res.TurnID)
+			}
+		}()
+	}
+	wg.Wait()
+	for k := 0; k < turns; k += 2 {
+		if ids[0][k] != ids[1][k] {
+			t.Fatalf("shared key %d made two turns: %s and %s", k, ids[0][k], ids[1][k])
+		}
+	}
+
+	// Claim from both engines at once until nothing is left to claim.
+	worker := kernel.Common{Caller: kernel.Caller{Admin: true}}
+	claimedBy := make([]map[string]bool, 2)
+	for i, e := range engines {
+		claimedBy[i] = map[string]bool{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				res, _, err := e.Claim(context.Background(), "p1", worker, "worker", nil)
+				if err != nil {
+					t.Errorf("engine %d claim: %v", i, err)
+					return
+				}
+				if res == nil {
+					return
+				}
+				claimedBy[i][res.TurnID] = true
+			}
+		}()
+	}
+	wg.Wait()
+	total := len(claimedBy[0]) + len(claimedBy[1])
+	if total != capacity {
+		t.Fatalf("claimed %d turns in all, want exactly the capacity %d", total, capacity)
+	}
+	for id := range claimedBy[0] {
+		if claimedBy[1][id] {
+			t.Fatalf("turn %s was claimed by both engines", id)
+		}
+	}
+
+	// The ledger agrees: one claim event per claimed Turn, and the
+	// project's events are in strictly increasing ledger order.
+	claims := map[string]int{}
+	var last uint64
+	if _, err := l.ReadProject(t.Context(), "p1", 0, func(r kernel.Recorded) error {
+		if r.Seq <= last {
+			t.Errorf("ledger_seq %d after %d", r.Seq, last)
+		}
+		last = r.Seq
+		if r.Event.Type == kernel.EvTurnClaimed {
+			claims[r.Event.ID]++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(claims) != capacity {
+		t.Errorf("ledger has claims of %d turns, want %d", len(claims), capacity)
+	}
+	for id, n := range claims {
+		if n != 1 {
+			t.Errorf("turn %s has %d claim events", id, n)
+		}
+	}
+}
+
+// TestEngineCatchesUpOnAuthenticate shows that a credential revoked through
+// one engine is refused by another on its very next authentication.
+func TestEngineCatchesUpOnAuthenticate(t *testing.T) {
+	engines, _ := newEngines(t, 2)
+	register(t, engines[0], "worker", 1)
+	cred, err := engines[0].IssueCredential(t.Context(), "p1", admin, "worker", "issue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engines[1].Authenticate(t.Context(), "p1", "worker", cred.Token); err != nil {
+		t.Fatalf("engine 1 Authenticate = %v, want success", err)
+	}
+	if _, err := engines[0].Execute(t.Context(), "p1", kernel.RevokeCredential{Common: admin, AgentID: "worker", CredentialID: cred.CredentialID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engines[1].Authenticate(t.Context(), "p1", "worker", cred.Token); kernel.ErrorKind(err) != kernel.Unauthorized {
+		t.Fatalf("engine 1 Authenticate after revoke on engine 0 = %v, want %s", err, kernel.Unauthorized)
+	}
+}
+
+// TestEngineRefusesBadProjectIDs keeps unsafe ids away from NATS subjects.
+func TestEngineRefusesBadProjectIDs(t *testing.T) {
+	engines, _ := newEngines(t, 1)
+	for _, p := range []string{"a.b", "*", ">", "a b", ""} {
+		_, err := engines[0].Execute(t.Context(), p, kernel.Heartbeat{Common: admin, AgentID: "x"})
+		if kernel.ErrorKind(err) != kernel.Validation {
+			t.Errorf("Execute in project %q = %v, want %s", p, err, kernel.Validation)
+		}
+	}
+	_ = time.Second
+}
