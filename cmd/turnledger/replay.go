@@ -3,10 +3,118 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/turnledger/turnledger/kernel"
+	"github.com/turnledger/turnledger/ledger"
+	"github.com/turnledger/turnledger/projection"
 )
 
-// runReplay is not built yet.
+// runReplay runs `turnledger replay`: it rebuilds every projection from
+// ledger_seq 1 into a new file, showing progress, and swaps it in for the
+// live one. serve must not be running on the same data directory (the
+// embedded NATS store and the projection file are locked while it runs).
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dataDir := fs.String("data", "./data", "data directory of the turnledger serve whose projections to rebuild")
+	natsURL := fs.String("nats-url", "", "the NATS server serve uses, when it is not the embedded one")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: turnledger replay [flags]")
+		fmt.Fprintln(stderr, "\nRebuilds every projection from ledger_seq 1 into a new file and swaps it in.")
+		fmt.Fprintln(stderr, "Stop turnledger serve on the same data directory first.")
+		fmt.Fprintln(stderr, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: replay takes no arguments", errUsage)
+	}
+	return replay(ctx, *dataDir, *natsURL, ledger.DefaultConfig(), stdout)
+}
+
+func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, out io.Writer) error {
+	live := filepath.Join(dataDir, "projections.db")
+	// Make sure no serve holds the live file: bbolt locks it.
+	pcfg := projection.DefaultConfig()
+	pcfg.OpenTimeout = time.Second
+	if st, err := projection.Open(live, pcfg); err != nil {
+		return fmt.Errorf("cannot open %s (is turnledger serve running on %s? stop it first): %w", live, dataDir, err)
+	} else if err := st.Close(); err != nil {
+		return err
+	}
+	emb, nc, l, err := openLedger(ctx, dataDir, natsURL, lcfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		nc.Close()
+		if emb != nil {
+			emb.Close()
+		}
+	}()
+	next := live + ".rebuild"
+	if err := os.Remove(next); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	start := time.Now()
+	var lastShown time.Time
+	progress := func(applied, head uint64) {
+		if time.Since(lastShown) < 500*time.Millisecond && applied < head {
+			return
+		}
+		lastShown = time.Now()
+		pct := 100.0
+		if head > 0 {
+			pct = 100 * float64(applied) / float64(head)
+		}
+		fmt.Fprintf(out, "replayed %d/%d events (%.1f%%)\n", applied, head, pct)
+	}
+	if err := projection.Rebuild(ctx, next, rebuildReader{l}, progress); err != nil {
+		return err
+	}
+	if err := os.Rename(next, live); err != nil {
+		return fmt.Errorf("swap in the rebuilt projections: %w", err)
+	}
+	fmt.Fprintf(out, "rebuilt %s in %s\n", live, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// rebuildReader adapts the ledger to projection.Reader.
+type rebuildReader struct{ l *ledger.Store }
+
+func (r rebuildReader) Head(ctx context.Context) (uint64, error) { return r.l.Head(ctx) }
+
+var errEnough = errors.New("read enough")
+
+func (r rebuildReader) Read(ctx context.Context, after, upTo uint64, fn func([]kernel.Recorded) error) error {
+	_, err := r.l.ReadAll(ctx, after, func(batch []kernel.Recorded, _ uint64) error {
+		n := len(batch)
+		for n > 0 && batch[n-1].Seq > upTo {
+			n--
+		}
+		if n > 0 {
+			if err := fn(batch[:n]); err != nil {
+				return err
+			}
+		}
+		if n < len(batch) || (n > 0 && batch[n-1].Seq == upTo) {
+			return errEnough
+		}
+		return nil
+	})
+	if errors.Is(err, errEnough) {
+		return nil
+	}
+	return err
 }

@@ -88,18 +88,7 @@ func startService(ctx context.Context, cfg serviceConfig) (s *service, err error
 			return nil, err
 		}
 	}
-	if cfg.NATSURL == "" {
-		ecfg := ledger.DefaultEmbeddedConfig(filepath.Join(cfg.DataDir, "nats"))
-		if s.embedded, err = ledger.StartEmbedded(ecfg); err != nil {
-			return nil, err
-		}
-		if s.nc, err = s.embedded.Connect(); err != nil {
-			return nil, err
-		}
-	} else if s.nc, err = nats.Connect(cfg.NATSURL, nats.Name("turnledger"), nats.MaxReconnects(-1)); err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(cfg.NATSURL), err)
-	}
-	if s.ledger, err = ledger.Open(ctx, s.nc, cfg.Ledger); err != nil {
+	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.Ledger); err != nil {
 		return nil, err
 	}
 	if s.store, err = projection.Open(filepath.Join(cfg.DataDir, "projections.db"), projection.DefaultConfig()); err != nil {
@@ -148,6 +137,36 @@ func startService(ctx context.Context, cfg serviceConfig) (s *service, err error
 		}
 	}()
 	return s, nil
+}
+
+// openLedger connects to NATS — the embedded server with its store under
+// dataDir/nats, or the server at natsURL — and opens the ledger on it. On
+// error everything opened is closed again.
+func openLedger(ctx context.Context, dataDir, natsURL string, cfg ledger.Config) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
+	defer func() {
+		if err != nil {
+			if nc != nil {
+				nc.Close()
+			}
+			if emb != nil {
+				emb.Close()
+			}
+		}
+	}()
+	if natsURL == "" {
+		if emb, err = ledger.StartEmbedded(ledger.DefaultEmbeddedConfig(filepath.Join(dataDir, "nats"))); err != nil {
+			return nil, nil, nil, err
+		}
+		if nc, err = emb.Connect(); err != nil {
+			return nil, nil, nil, err
+		}
+	} else if nc, err = nats.Connect(natsURL, nats.Name("turnledger"), nats.MaxReconnects(-1)); err != nil {
+		return nil, nil, nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(natsURL), err)
+	}
+	if l, err = ledger.Open(ctx, nc, cfg); err != nil {
+		return nil, nil, nil, err
+	}
+	return emb, nc, l, nil
 }
 
 // URL is the base URL of the API.

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/turnledger/turnledger/projection"
+)
+
+// serveOutput collects what `serve` prints, safe for concurrent use.
+type serveOutput struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *serveOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *serveOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+var servingOn = regexp.MustCompile(`serving on (http://127\.0\.0\.1:\d+)`)
+
+// startServe runs the whole binary's `turnledger serve` on a random loopback
+// port with the given data directory, and returns its base URL and a stop
+// function that waits for it to exit and returns its exit status.
+func startServe(t *testing.T, dir string) (string, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &serveOutput{}
+	done := make(chan int, 1)
+	go func() { done <- Main(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--reap-interval", "50ms"}, out, out) }()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if m := servingOn.FindStringSubmatch(out.String()); m != nil {
+			stopped := false
+			stop := func() int {
+				if stopped {
+					return 0
+				}
+				stopped = true
+				cancel()
+				return <-done
+			}
+			t.Cleanup(func() { stop() })
+			return m[1], stop
+		}
+		select {
+		case code := <-done:
+			cancel()
+			t.Fatalf("serve exited with %d before serving:\n%s", code, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("serve did not start in 15s:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// client drives the API over HTTP.
+type client struct {
+	t       *testing.T
+	base    string
+	headers map[string]string
+}
+
+func (c client) call(method, path string, body any, want int) []byte {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.base+path, rd)
+	for k, v := range c.headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		c.t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, data, want)
+	}
+	return data
+}
+
+func adminClient(t *testing.T, base, dir string) client {
+	t.Helper()
+	tok, err := os.ReadFile(filepath.Join(dir, "admin-token"))
+	if err != nil {
+		t.Fatalf("read admin token: %v", err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "admin-token")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("admin-token mode = %v, want 0600", fi.Mode().Perm())
+	}
+	return client{t: t, base: base, headers: map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(tok))}}
+}
+
+func agentClient(t *testing.T, admin client, project, agent string, capacity int, grants ...string) client {
+	t.Helper()
+	if grants == nil {
+		grants = []string{}
+	}
+	admin.call("POST", "/v3r1/projects/"+project+"/agents:register", map[string]any{
+		"spec": map[string]any{"agent_id": agent, "role": "worker", "description": "", "enabled": true, "accepts_work": true,
+			"capacity": capacity, "capabilities": []string{"summarize"}, "grants": grants, "public_metadata": map[string]any{}},
+		"provenance": map[string]any{"kind": "test", "external_ref": "", "payload_hash": nil},
+	}, 200)
+	var issued struct {
+		Token string `json:"token"`
+	}
+	json.Unmarshal(admin.call("POST", "/v3r1/projects/"+project+"/agents/"+agent+"/credentials:issue", nil, 200), &issued)
+	return client{t: t, base: admin.base, headers: map[string]string{
+		"X-Svc-Project-Id": project, "X-Svc-Agent-Id": agent, "Authorization": "Bearer " + issued.Token,
+	}}
+}
+
+func agentRef(project, agent string) map[string]string {
+	return map[string]string{"project_id": project, "agent_id": agent}
+}
+
+// TestServeRestartKeepsEverything drives one Turn through the whole binary,
+// stops it, starts it again on the same data directory, and finds every
+// Turn, claim and feed item where it was.
+func TestServeRestartKeepsEverything(t *testing.T) {
+	dir := t.TempDir()
+	base, stop := startServe(t, dir)
+	admin := adminClient(t, base, dir)
+	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
+	w := agentClient(t, admin, "p1", "worker", 2)
+
+	dispatch := func(key string) string {
+		var tv struct {
+			TurnID string `json:"turn_id"`
+		}
+		json.Unmarshal(req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
+			"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "worker"), "input": map[string]any{"k": key},
+			"turn_kind": "summarize", "dispatch_key": key, "authority": map[string]any{"mode": "root_request", "request_id": key},
+		}, 200), &tv)
+		return tv.TurnID
+	}
+	done, held := dispatch("done"), dispatch("held")
+	claim := func() map[string]any {
+		var c map[string]any
+		json.Unmarshal(w.call("POST", "/v3r1/projects/p1/agents/worker/claims:claim", map[string]any{"agent": agentRef("p1", "worker")}, 200), &c)
+		return c["claim"].(map[string]any)
+	}
+	c1 := claim()
+	w.call("POST", "/v3r1/projects/p1/turns/"+done+"/semantic-records", map[string]any{"claim": c1, "role": "note", "payload": map[string]any{"x": 1}}, 200)
+	w.call("POST", "/v3r1/projects/p1/turns/"+done+":finish", map[string]any{"claim": c1, "outcome": "succeeded", "final_payload": nil, "final_record_role": ""}, 200)
+	c2 := claim()
+
+	before := map[string][]byte{
+		"done": req.call("GET", "/v3r1/projects/p1/turns/"+done, nil, 200),
+		"held": req.call("GET", "/v3r1/projects/p1/turns/"+held, nil, 200),
+		"feed": req.call("GET", "/v3r1/projects/p1/projection/feed?limit=500", nil, 200),
+		"ctx":  req.call("GET", "/v3r1/projects/p1/turns/"+done+"/context", nil, 200),
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited with %d", code)
+	}
+
+	base2, _ := startServe(t, dir)
+	req.base, w.base = base2, base2
+	after := map[string][]byte{
+		"done": req.call("GET", "/v3r1/projects/p1/turns/"+done, nil, 200),
+		"held": req.call("GET", "/v3r1/projects/p1/turns/"+held, nil, 200),
+		"feed": req.call("GET", "/v3r1/projects/p1/projection/feed?limit=500", nil, 200),
+		"ctx":  req.call("GET", "/v3r1/projects/p1/turns/"+done+"/context", nil, 200),
+	}
+	for k := range before {
+		if diff := cmp.Diff(string(before[k]), string(after[k])); diff != "" {
+			t.Errorf("%s changed across the restart (-before +after):\n%s", k, diff)
+		}
+	}
+	// The claim taken before the restart still fences: its holder finishes.
+	w.call("POST", "/v3r1/projects/p1/turns/"+held+":finish", map[string]any{"claim": c2, "outcome": "failed", "final_payload": nil, "final_record_role": ""}, 200)
+	w.call("POST", "/v3r1/projects/p1/turns/"+held+":finish", map[string]any{"claim": c2, "outcome": "failed", "final_payload": nil, "final_record_role": ""}, 409)
+
+	var ready struct {
+		Status  string `json:"status"`
+		Backend struct {
+			Kind       string `json:"kind"`
+			LedgerHead uint64 `json:"ledger_head"`
+		} `json:"backend"`
+		Reaper struct {
+			Enabled bool `json:"enabled"`
+		} `json:"reaper"`
+	}
+	json.Unmarshal(client{t: t, base: base2}.call("GET", "/readyz", nil, 200), &ready)
+	if ready.Status != "ready" || ready.Backend.Kind != "embedded" || ready.Backend.LedgerHead == 0 || !ready.Reaper.Enabled {
+		t.Errorf("readyz = %+v", ready)
+	}
+}
+
+// TestReplayRebuildsTheSameProjections runs a long random scenario, then
+// rebuilds every projection from ledger_seq 1 with `turnledger replay` and
+// compares the rebuilt file with the live one.
+func TestReplayRebuildsTheSameProjections(t *testing.T) {
+	dir := t.TempDir()
+	base, stop := startServe(t, dir)
+	admin := adminClient(t, base, dir)
+	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "management")
+	workers := []client{agentClient(t, admin, "p1", "w1", 3), agentClient(t, admin, "p1", "w2", 2)}
+	other := agentClient(t, admin, "p2", "solo", 1, "turns:dispatch")
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	var claims []map[string]any
+	turns := 0
+	for step := 0; step < 300; step++ {
+		wi := rng.IntN(2)
+		w := workers[wi]
+		wid := fmt.Sprintf("w%d", wi+1)
+		switch op := rng.IntN(10); {
+		case op < 3:
+			turns++
+			req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
+				"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", wid), "input": map[string]any{"n": turns},
+				"turn_kind": "summarize", "dispatch_key": fmt.Sprintf("k%d", turns), "authority": map[string]any{"mode": "root_request", "request_id": "r"},
+				"meta": map[string]any{"note": "scenario"},
+			}, 200)
+		case op < 5:
+			var c map[string]any
+			json.Unmarshal(w.call("POST", "/v3r1/projects/p1/agents/"+wid+"/claims:claim", map[string]any{"agent": agentRef("p1", wid)}, 200), &c)
+			if c != nil {
+				claims = append(claims, c["claim"].(map[string]any))
+			}
+		case op < 7 && len(claims) > 0:
+			c := claims[rng.IntN(len(claims))]
+			owner := workers[0]
+			if c["agent_id"] == "w2" {
+				owner = workers[1]
+			}
+			code := owner.rawStatus("POST", "/v3r1/projects/p1/turns/"+c["turn_id"].(string)+"/semantic-records", map[string]any{"claim": c, "role": "note", "payload": map[string]any{"s": step}})
+			if code != 200 && code != 409 {
+				t.Fatalf("record = %d", code)
+			}
+		case op < 8 && len(claims) > 0:
+			i := rng.IntN(len(claims))
+			c := claims[i]
+			owner := workers[0]
+			if c["agent_id"] == "w2" {
+				owner = workers[1]
+			}
+			owner.rawStatus("POST", "/v3r1/projects/p1/turns/"+c["turn_id"].(string)+":finish", map[string]any{"claim": c, "outcome": "succeeded", "final_payload": map[string]any{"done": step}, "final_record_role": "final"})
+			claims = append(claims[:i], claims[i+1:]...)
+		case op < 9 && turns > 0:
+			var page struct {
+				Items []struct {
+					TurnID string `json:"turn_id"`
+				} `json:"items"`
+			}
+			json.Unmarshal(req.call("GET", "/v3r1/projects/p1/projection/turns?state=queued&limit=5", nil, 200), &page)
+			if len(page.Items) > 0 {
+				req.call("POST", "/v3r1/projects/p1/management/turns/"+page.Items[0].TurnID+":stop", map[string]any{"requested_by": agentRef("p1", "req")}, 200)
+			}
+		default:
+			other.call("POST", "/v3r1/projects/p2/management/agents/solo:heartbeat-presence", nil, 200)
+		}
+	}
+	// Let the projector reach the head, then stop serve.
+	waitReady(t, base)
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited with %d", code)
+	}
+	live := dumpProjections(t, filepath.Join(dir, "projections.db"))
+
+	var out bytes.Buffer
+	if code := Main(t.Context(), []string{"replay", "--data", dir}, &out, &out); code != 0 {
+		t.Fatalf("replay exited with %d:\n%s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "replayed") || !strings.Contains(out.String(), "rebuilt") {
+		t.Errorf("replay output shows no progress:\n%s", out.String())
+	}
+	rebuilt := dumpProjections(t, filepath.Join(dir, "projections.db"))
+	if diff := cmp.Diff(live, rebuilt); diff != "" {
+		t.Errorf("rebuilt projections differ from the live ones (-live +rebuilt):\n%s", diff)
+	}
+	if len(live["feed"]) < 200 {
+		t.Errorf("the scenario left only %d feed items", len(live["feed"]))
+	}
+}
+
+func (c client) rawStatus(method, path string, body any) int {
+	c.t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, c.base+path, bytes.NewReader(b))
+	for k, v := range c.headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var r struct {
+			Projections struct {
+				Lag uint64 `json:"lag"`
+			} `json:"projections"`
+		}
+		json.Unmarshal(client{t: t, base: base}.call("GET", "/readyz", nil, 200), &r)
+		if r.Projections.Lag == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("projections did not catch up with the ledger in 10s")
+}
+
+func dumpProjections(t *testing.T, path string) map[string]map[string]string {
+	t.Helper()
+	st, err := projection.Open(path, projection.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	d, err := st.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestServeHelpAndBadFlags(t *testing.T) {
+	var out bytes.Buffer
+	if code := Main(t.Context(), []string{"--help"}, &out, &out); code != 0 || !strings.Contains(out.String(), "serve") || !strings.Contains(out.String(), "replay") {
+		t.Errorf("--help = %d:\n%s", code, out.String())
+	}
+	out.Reset()
+	if code := Main(t.Context(), []string{"serve", "--help"}, &out, &out); code != 0 || !strings.Contains(out.String(), "-nats-url") {
+		t.Errorf("serve --help = %d:\n%s", code, out.String())
+	}
+	out.Reset()
+	if code := Main(t.Context(), []string{"serve", "--bogus"}, &out, &out); code != 2 {
+		t.Errorf("serve --bogus = %d, want 2:\n%s", code, out.String())
+	}
+	out.Reset()
+	if code := Main(t.Context(), []string{"nope"}, &out, &out); code != 2 {
+		t.Errorf("unknown command = %d, want 2", code)
+	}
+}
+
