@@ -81,7 +81,6 @@ type turnSnapshot struct {
 
 type turnPage struct {
 	Items []turnSnapshot `json:"items"`
-	Limit int            `json:"limit"`
 }
 
 // get fetches path and decodes a JSON body into dst, for any status in ok.
