@@ -298,3 +298,12 @@ func (rc *receiver) notifications(t *testing.T) []Notification {
 }
 
 func cfgLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("Atoi(%q) = %v", s, err)
+	}
+	return n
+}

@@ -63,7 +63,7 @@ func New(t testing.TB) string {
 	}
 	defer admin.Close(context.Background())
 	name := "pgtest_" + randomHex(8)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" STRATEGY FILE_COPY"); err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() {
