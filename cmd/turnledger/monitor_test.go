@@ -88,7 +88,9 @@ func startMonitor(t *testing.T, args ...string) (string, func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
 	done := make(chan int, 1)
-	go func() { done <- Main(ctx, append([]string{"monitor", "--addr", "127.0.0.1:0"}, args...), stdout, stderr) }()
+	go func() {
+		done <- Main(ctx, append([]string{"monitor", "--addr", "127.0.0.1:0"}, args...), stdout, stderr)
+	}()
 	re := regexp.MustCompile(`monitor listening on (http://\S+)`)
 	var base string
 	waitUntil(t, "the listening line", func() bool {
