@@ -125,7 +125,12 @@ func (m *Monitor) run(ctx context.Context, q *QueryConfig, trigger string) (RunO
 	rctx, cancel := context.WithTimeout(ctx, q.timeout())
 	res, qerr := m.sources[q.Connection].run(rctx, q.Query)
 	cancel()
-	if qerr != nil && rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+	if qerr != nil && ctx.Err() != nil {
+		// Cut short by shutdown or a client gone: that says nothing about
+		// the query, so nothing is recorded.
+		return RunOutcome{}, fmt.Errorf("run of %s abandoned: %w", q.ID, ctx.Err())
+	}
+	if qerr != nil && rctx.Err() == context.DeadlineExceeded {
 		qerr = fmt.Errorf("timed out after %v", q.timeout())
 	}
 	v := q.Check.Evaluate(res, qerr)
@@ -280,7 +285,7 @@ func (m *Monitor) RunDue(ctx context.Context) []string {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := m.run(ctx, q, TriggerSchedule); err != nil {
+			if _, err := m.run(ctx, q, TriggerSchedule); err != nil && ctx.Err() == nil {
 				m.cfg.Logger.Error("monitor scheduled run failed", "query_id", q.ID, "err", err)
 			}
 			m.mu.Lock()

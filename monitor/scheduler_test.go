@@ -139,3 +139,20 @@ func TestSchedulerSkipsAQueryStillRunning(t *testing.T) {
 		t.Errorf("RunDue with fast still running (-want +got):\n%s", diff)
 	}
 }
+
+func TestRunsCutShortByShutdownAreNotRecorded(t *testing.T) {
+	c := newClock()
+	_, cfg := schedConfig(t, c)
+	m := open(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m.RunDue(ctx)
+	if _, err := m.RunQuery(ctx, "fast", TriggerManual); err == nil {
+		t.Errorf("RunQuery with a cancelled context = nil error, want one")
+	}
+	runs, _ := m.store.runs(t0.Add(-time.Hour), t0.Add(time.Hour), "")
+	errs, _ := m.store.errors()
+	if len(runs) != 0 || len(errs) != 0 {
+		t.Errorf("after runs cut short: %d runs, %d errors recorded; want none", len(runs), len(errs))
+	}
+}

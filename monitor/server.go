@@ -211,6 +211,9 @@ func (m *Monitor) runQuery(w http.ResponseWriter, r *http.Request, ps httprouter
 		return
 	}
 	out, err := m.run(r.Context(), q, TriggerManual)
+	if err != nil && r.Context().Err() != nil {
+		return // the client is gone
+	}
 	if err != nil {
 		m.internal(w, r, err)
 		return

@@ -63,7 +63,14 @@ func New(t testing.TB) string {
 	}
 	defer admin.Close(context.Background())
 	name := "pgtest_" + randomHex(8)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" STRATEGY FILE_COPY"); err != nil {
+	create := "CREATE DATABASE " + name
+	var version int
+	if err := admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err == nil && version >= 150000 {
+		// FILE_COPY (PostgreSQL 15+) is about twice as fast as the default
+		// WAL_LOG for the small databases of tests.
+		create += " STRATEGY FILE_COPY"
+	}
+	if _, err := admin.Exec(ctx, create); err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() {
