@@ -189,7 +189,7 @@ func (s *engineSource) run(ctx context.Context, query string) (Result, error) {
 				return Result{}, err
 			}
 			for _, t := range items {
-				if t.Claim == nil || !t.Claim.ExpiresAt.Before(now) {
+				if t.State != "claimed" || t.Claim == nil || !t.Claim.ExpiresAt.Before(now) {
 					continue
 				}
 				res.Rows = append(res.Rows, map[string]any{

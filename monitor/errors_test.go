@@ -209,3 +209,33 @@ func TestStateSurvivesRestart(t *testing.T) {
 		t.Errorf("overview after restart = %s, want 3 runs, 2 errors opened, 1 resolved", raw)
 	}
 }
+
+func TestConcurrentFailuresOpenOneError(t *testing.T) {
+	c := newClock()
+	rc := newReceiver(t)
+	e, cfg := lagEngine(t, c, rc, &syncBuffer{})
+	cfg.Channels = cfg.Channels[:1]
+	m := open(t, cfg)
+	setLag(e, 99)
+	const n = 10
+	done := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := m.RunQuery(context.Background(), "lag", TriggerManual)
+			done <- err
+		}()
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatalf("RunQuery = %v", err)
+		}
+	}
+	errs, err := m.store.errors()
+	if err != nil || len(errs) != 1 || errs[0].Count != n {
+		t.Errorf("errors after %d concurrent failures = %+v, %v; want one with count %d", n, errs, err, n)
+	}
+	m.wg.Wait()
+	if got := len(rc.received()); got != 1 {
+		t.Errorf("webhook notifications = %d, want 1", got)
+	}
+}
