@@ -3,10 +3,119 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/turnledger/turnledger/monitor"
 )
 
-// runMonitor is not built yet.
+const monitorUsage = `Usage: turnledger monitor --config FILE [flags]
+
+Serve the query monitor: run the configured queries on their schedules,
+open errors when their checks fail, notify channels, and serve the JSON API
+under /api/ (see docs/monitor.md). Secrets come from the environment
+variables the configuration file names.
+
+Flags:
+`
+
+// runMonitor serves the query monitor until ctx ends.
 func runMonitor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("monitor", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configPath := fs.String("config", "", "configuration file (JSON: connections, queries, channels); required")
+	addr := fs.String("addr", monitor.DefaultAddr, "address to serve the API on")
+	dataPath := fs.String("data", "./"+monitor.DefaultDataPath, "bbolt file keeping errors and run history")
+	noScheduler := fs.Bool("no-scheduler", false, "serve the API without running queries on schedule")
+	printUsage := func(w io.Writer) {
+		fmt.Fprint(w, monitorUsage)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout)
+			return nil
+		}
+		return fmt.Errorf("%w: turnledger monitor: %v (see --help)", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: turnledger monitor: unexpected argument %q (see --help)", errUsage, fs.Arg(0))
+	}
+	if *configPath == "" {
+		return fmt.Errorf("%w: turnledger monitor: --config is required (see --help and docs/monitor.example.json)", errUsage)
+	}
+
+	data, err := os.ReadFile(*configPath)
+	if err != nil {
+		return fmt.Errorf("read configuration: %w", err)
+	}
+	file, err := monitor.ParseFile(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *configPath, err)
+	}
+	cfg := monitor.DefaultConfig()
+	cfg.File = file
+	cfg.DataPath = *dataPath
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	for _, name := range file.SecretEnvNames() {
+		if v, ok := os.LookupEnv(name); ok {
+			cfg.Secrets[name] = v
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%s:\n%w", *configPath, err)
+	}
+	m, err := monitor.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		cfg.Logger.Warn("the monitor API has no authentication and is listening beyond loopback", "addr", ln.Addr().String())
+	}
+	fmt.Fprintf(stdout, "monitor listening on http://%s\n", ln.Addr())
+
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	if !*noScheduler {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.RunScheduler(runCtx)
+		}()
+	}
+
+	var err2 error
+	select {
+	case <-ctx.Done():
+	case err2 = <-serveErr:
+	}
+	stop()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(shutdownCtx)
+	wg.Wait()
+	if err2 != nil && !errors.Is(err2, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err2)
+	}
+	return nil
 }

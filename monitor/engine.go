@@ -1,0 +1,236 @@
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Checks a turnledger connection runs: the "query" of a query on such a
+// connection is one of these names.
+const (
+	EngineReady                = "ready"
+	EngineLedgerHead           = "ledger_head"
+	EngineProjectionLag        = "projection_lag"
+	EngineExpiredClaims        = "expired_claims"
+	EngineUnservedStopRequests = "unserved_stop_requests"
+)
+
+// EngineChecks lists the checks of a turnledger connection.
+var EngineChecks = []string{EngineReady, EngineLedgerHead, EngineProjectionLag, EngineExpiredClaims, EngineUnservedStopRequests}
+
+// engineTurnsLimit is the page size asked of the engine's Turn projection.
+const engineTurnsLimit = 500
+
+// engineSource watches a turnledger engine through its public HTTP API only.
+type engineSource struct {
+	conf   ConnectionConfig
+	base   string
+	token  string
+	client *http.Client
+	now    func() time.Time
+}
+
+func newEngineSource(cc ConnectionConfig, secrets map[string]string, client *http.Client, now func() time.Time) *engineSource {
+	return &engineSource{conf: cc, base: strings.TrimRight(cc.URL, "/"), token: secrets[cc.AdminTokenEnv], client: client, now: now}
+}
+
+func (s *engineSource) info() map[string]any {
+	return map[string]any{"url": s.base, "projects": nonNil(s.conf.Projects), "admin_token_env": s.conf.AdminTokenEnv}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+type readyz struct {
+	Status  string `json:"status"`
+	Backend struct {
+		Kind       string `json:"kind"`
+		Stream     string `json:"stream"`
+		LedgerHead int64  `json:"ledger_head"`
+	} `json:"backend"`
+	Projections struct {
+		AppliedSeq int64 `json:"applied_seq"`
+		Lag        int64 `json:"lag"`
+	} `json:"projections"`
+	Reaper struct {
+		Enabled  bool   `json:"enabled"`
+		Interval string `json:"interval"`
+	} `json:"reaper"`
+}
+
+type turnSnapshot struct {
+	TurnID        string `json:"turn_id"`
+	State         string `json:"state"`
+	StopRequested bool   `json:"stop_requested"`
+	Claim         *struct {
+		AgentID   string    `json:"agent_id"`
+		ExpiresAt time.Time `json:"expires_at"`
+	} `json:"claim"`
+}
+
+type turnPage struct {
+	Items []turnSnapshot `json:"items"`
+}
+
+// get fetches path and decodes a JSON body into dst, for any status in ok.
+func (s *engineSource) get(ctx context.Context, path string, auth bool, dst any, ok ...int) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	if auth {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return 0, fmt.Errorf("GET %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("GET %s: read body: %w", path, err)
+	}
+	accepted := false
+	for _, c := range ok {
+		accepted = accepted || resp.StatusCode == c
+	}
+	if !accepted {
+		var eb struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+		}
+		msg := ""
+		if json.Unmarshal(body, &eb) == nil && (eb.Error != "" || eb.Message != "") {
+			msg = ": " + strings.TrimSpace(eb.Error+" "+eb.Message)
+		}
+		return resp.StatusCode, fmt.Errorf("GET %s: status %d%s", path, resp.StatusCode, msg)
+	}
+	if err := json.Unmarshal(body, dst); err != nil {
+		return resp.StatusCode, fmt.Errorf("GET %s: the body is not the expected JSON: %v", path, err)
+	}
+	return resp.StatusCode, nil
+}
+
+func (s *engineSource) readyz(ctx context.Context) (readyz, int, error) {
+	var r readyz
+	code, err := s.get(ctx, "/readyz", false, &r, http.StatusOK, http.StatusServiceUnavailable)
+	return r, code, err
+}
+
+func (s *engineSource) turns(ctx context.Context, project, filter string) ([]turnSnapshot, error) {
+	var p turnPage
+	path := fmt.Sprintf("/v3r1/projects/%s/projection/turns?%s&limit=%d", url.PathEscape(project), filter, engineTurnsLimit)
+	if _, err := s.get(ctx, path, true, &p, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return p.Items, nil
+}
+
+func (s *engineSource) test(ctx context.Context) (map[string]any, error) {
+	r, code, err := s.readyz(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("engine is not ready: status %q", r.Status)
+	}
+	// The admin token is proved on the first project, if there is one.
+	if len(s.conf.Projects) > 0 {
+		var p turnPage
+		path := fmt.Sprintf("/v3r1/projects/%s/projection/turns?limit=1", url.PathEscape(s.conf.Projects[0]))
+		if _, err := s.get(ctx, path, true, &p, http.StatusOK); err != nil {
+			return nil, err
+		}
+	}
+	return map[string]any{"status": r.Status, "backend": r.Backend.Kind, "stream": r.Backend.Stream, "ledger_head": r.Backend.LedgerHead}, nil
+}
+
+func (s *engineSource) run(ctx context.Context, query string) (Result, error) {
+	switch query {
+	case EngineReady, EngineLedgerHead, EngineProjectionLag:
+		r, code, err := s.readyz(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		switch query {
+		case EngineReady:
+			if code != http.StatusOK {
+				return Result{}, fmt.Errorf("engine is not ready: status %q", r.Status)
+			}
+			return oneRow([]string{"status", "backend", "stream", "ledger_head", "applied_seq", "lag", "reaper_enabled"},
+				r.Status, r.Backend.Kind, r.Backend.Stream, r.Backend.LedgerHead, r.Projections.AppliedSeq, r.Projections.Lag, r.Reaper.Enabled), nil
+		case EngineLedgerHead:
+			return oneRow([]string{"stream", "backend", "ledger_head"}, r.Backend.Stream, r.Backend.Kind, r.Backend.LedgerHead), nil
+		default:
+			return oneRow([]string{"ledger_head", "applied_seq", "lag"}, r.Backend.LedgerHead, r.Projections.AppliedSeq, r.Projections.Lag), nil
+		}
+	case EngineExpiredClaims:
+		res := Result{Columns: []string{"project_id", "turn_id", "agent_id", "expires_at", "expired_seconds"}, Rows: []map[string]any{}}
+		now := s.now()
+		for _, p := range s.conf.Projects {
+			items, err := s.turns(ctx, p, "state=claimed")
+			if err != nil {
+				return Result{}, err
+			}
+			for _, t := range items {
+				if t.State != "claimed" || t.Claim == nil || !t.Claim.ExpiresAt.Before(now) {
+					continue
+				}
+				res.Rows = append(res.Rows, map[string]any{
+					"project_id": p, "turn_id": t.TurnID, "agent_id": t.Claim.AgentID,
+					"expires_at":      t.Claim.ExpiresAt.UTC().Format(time.RFC3339Nano),
+					"expired_seconds": now.Sub(t.Claim.ExpiresAt).Seconds(),
+				})
+			}
+			res.Truncated = res.Truncated || len(items) >= engineTurnsLimit
+		}
+		res.RowCount = len(res.Rows)
+		return res, nil
+	case EngineUnservedStopRequests:
+		res := Result{Columns: []string{"project_id", "turn_id", "state", "agent_id"}, Rows: []map[string]any{}}
+		for _, p := range s.conf.Projects {
+			items, err := s.turns(ctx, p, "stop_requested_only=true")
+			if err != nil {
+				return Result{}, err
+			}
+			for _, t := range items {
+				if !t.StopRequested || t.State == "finished" {
+					continue
+				}
+				agent := any(nil)
+				if t.Claim != nil {
+					agent = t.Claim.AgentID
+				}
+				res.Rows = append(res.Rows, map[string]any{"project_id": p, "turn_id": t.TurnID, "state": t.State, "agent_id": agent})
+			}
+			res.Truncated = res.Truncated || len(items) >= engineTurnsLimit
+		}
+		res.RowCount = len(res.Rows)
+		return res, nil
+	}
+	return Result{}, fmt.Errorf("unknown turnledger check %q", query)
+}
+
+func oneRow(cols []string, vals ...any) Result {
+	row := map[string]any{}
+	for i, c := range cols {
+		row[c] = vals[i]
+	}
+	return Result{Columns: cols, Rows: []map[string]any{row}, RowCount: 1}
+}
