@@ -59,13 +59,13 @@ type Config struct {
 	DatabaseRequired     bool     // DATABASE_REQUIRED
 
 	// Not from the spec's table; fixed defaults, settable by code.
-	TicketTTL         time.Duration // lifetime of a websocket ticket (30 s)
-	KeyCacheTTL       time.Duration // JWKS cache lifetime (300 s)
-	KeyRefetchEvery   time.Duration // least time between two JWKS fetches outside expiry (10 s)
-	KeyFetchTimeout   time.Duration // one JWKS fetch (5 s)
-	Leeway            time.Duration // clock skew allowed on exp, nbf and iat (30 s)
-	MaxTokenBytes     int           // longest bearer token accepted (8 KiB)
-	MaxMessageBytes   int64         // largest websocket message (64 KiB)
+	TicketTTL       time.Duration // lifetime of a websocket ticket (30 s)
+	KeyCacheTTL     time.Duration // JWKS cache lifetime (300 s)
+	KeyRefetchEvery time.Duration // least time between two JWKS fetches outside expiry (10 s)
+	KeyFetchTimeout time.Duration // one JWKS fetch (5 s)
+	Leeway          time.Duration // clock skew allowed on exp, nbf and iat (30 s)
+	MaxTokenBytes   int           // longest bearer token accepted (8 KiB)
+	MaxMessageBytes int64         // largest websocket message (64 KiB)
 }
 
 // DefaultConfig is the configuration of a local developer machine in dev mode.
