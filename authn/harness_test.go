@@ -201,7 +201,9 @@ func (e *env) do(method, path string, header map[string]string, body string) (in
 	return resp.StatusCode, b
 }
 
-func bearerH(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+func bearerH(tok string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + tok}
+}
 
 // me calls /api/v1/auth/me and decodes a 200 answer.
 func (e *env) me(header map[string]string) (authn.Principal, int, jsonhttp.ErrorBody) {

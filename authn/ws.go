@@ -66,14 +66,30 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 		s.fail(w, err)
 		return
 	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	k := &socket{out: make(chan []byte, socketBuffer), cancel: cancel}
+	// Subscribe before the upgrade, so that a message sent by anyone once
+	// this client sees the handshake succeed reaches it.
+	unsub, err := s.bus.Subscribe(subject, func(data []byte) {
+		select {
+		case k.out <- data:
+		default:
+			k.close("slow consumer")
+		}
+	})
+	if err != nil {
+		s.fail(w, &Error{Kind: KindUnavailable, Message: "the message bus is unavailable", Err: err})
+		return
+	}
+	defer unsub()
 	patterns, anyOrigin := s.originPatterns()
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: patterns, InsecureSkipVerify: anyOrigin})
 	if err != nil {
 		return // Accept has answered the client
 	}
 	conn.SetReadLimit(s.cfg.MaxMessageBytes)
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	k := &socket{conn: conn, out: make(chan []byte, socketBuffer), cancel: cancel}
+	k.conn = conn
 
 	s.mu.Lock()
 	if s.closing {
@@ -89,21 +105,6 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 		delete(s.sockets, k)
 		s.mu.Unlock()
 	}()
-
-	unsub, err := s.bus.Subscribe(subject, func(data []byte) {
-		select {
-		case k.out <- data:
-		default:
-			k.close("slow consumer")
-		}
-	})
-	if err != nil {
-		s.logf("authn: subscribe %s: %v", subject, err)
-		cancel()
-		conn.Close(websocket.StatusInternalError, "message bus unavailable")
-		return
-	}
-	defer unsub()
 
 	go func() {
 		for {

@@ -372,3 +372,6 @@ func (s *Store) Tenants(ctx context.Context) ([]authn.Tenant, error) {
 	})
 	return out, err
 }
+
+// View calls fn with the path of the database file.
+func (s *Store) View(fn func(path string)) { fn(s.db.Path()) }
