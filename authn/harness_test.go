@@ -15,8 +15,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/turnledger/turnledger/authn"
+	"github.com/turnledger/turnledger/authn/authntest"
 	"github.com/turnledger/turnledger/authn/boltstore"
-	"github.com/turnledger/turnledger/authn/internal/authtest"
 	"github.com/turnledger/turnledger/authn/natsbus"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 )
@@ -44,8 +44,8 @@ const (
 type env struct {
 	t      *testing.T
 	cfg    authn.Config
-	clock  *authtest.Clock
-	jwks   *authtest.JWKS
+	clock  *authntest.Clock
+	jwks   *authntest.JWKS
 	store  *boltstore.Store
 	srv    *authn.Server
 	http   *httptest.Server
@@ -59,29 +59,29 @@ type envOpt struct {
 	mode    authn.Mode
 	mutate  func(*authn.Config)
 	store   *boltstore.Store // shared store (several servers)
-	jwks    *authtest.JWKS
+	jwks    *authntest.JWKS
 	natsURL string
-	clock   *authtest.Clock
+	clock   *authntest.Clock
 }
 
 func newEnv(t *testing.T, o envOpt) *env {
 	t.Helper()
 	e := &env{t: t, clock: o.clock, jwks: o.jwks, store: o.store, natURL: o.natsURL, tenant: map[string]authn.Tenant{}}
 	if e.clock == nil {
-		e.clock = authtest.NewClock(t0)
+		e.clock = authntest.NewClock(t0)
 	}
 	if e.jwks == nil {
-		e.jwks = authtest.NewJWKS(t)
+		e.jwks = authntest.NewJWKS(t)
 	}
-	e.rsa = authtest.RSAKey(t, 0)
+	e.rsa = authntest.RSAKey(t, 0)
 	e.jwks.PutRSA(rsaKid, e.rsa)
-	e.ed = authtest.Ed25519Key(t)
+	e.ed = authntest.Ed25519Key(t)
 	e.jwks.PutEd25519(edKid, e.ed)
 	if e.natURL == "" {
-		e.natURL = authtest.StartNATS(t)
+		e.natURL = authntest.StartNATS(t)
 	}
 	if e.store == nil {
-		e.store = authtest.OpenStore(t)
+		e.store = authntest.OpenStore(t)
 	}
 	ctx := context.Background()
 	for _, x := range []struct{ tid, status string }{
@@ -155,7 +155,7 @@ func (e *env) idpToken(tid string, edit func(jwt.MapClaims)) string {
 	if edit != nil {
 		edit(c)
 	}
-	return authtest.Sign(e.t, jwt.SigningMethodRS256, e.rsa, rsaKid, c, nil)
+	return authntest.Sign(e.t, jwt.SigningMethodRS256, e.rsa, rsaKid, c, nil)
 }
 
 func (e *env) hostedClaims(sub string) jwt.MapClaims {
@@ -171,11 +171,11 @@ func (e *env) hostedToken(sub string, edit func(jwt.MapClaims)) string {
 	if edit != nil {
 		edit(c)
 	}
-	return authtest.Sign(e.t, jwt.SigningMethodEdDSA, e.ed, edKid, c, nil)
+	return authntest.Sign(e.t, jwt.SigningMethodEdDSA, e.ed, edKid, c, nil)
 }
 
 func (e *env) devToken(tid, oid string) string {
-	return authtest.Sign(e.t, jwt.SigningMethodHS256, []byte(devSecret), "", jwt.MapClaims{"tid": tid, "oid": oid, "email": oid + "@dev.test"}, nil)
+	return authntest.Sign(e.t, jwt.SigningMethodHS256, []byte(devSecret), "", jwt.MapClaims{"tid": tid, "oid": oid, "email": oid + "@dev.test"}, nil)
 }
 
 // do sends a request and returns status, headers and body.

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/turnledger/turnledger/authn"
-	"github.com/turnledger/turnledger/authn/internal/authtest"
+	"github.com/turnledger/turnledger/authn/authntest"
 )
 
 var ignoreIDs = cmpopts.IgnoreFields(authn.Principal{}, "TenantID", "UserID")
@@ -135,15 +135,15 @@ func TestHealthAndReady(t *testing.T) {
 func TestKeySetUnavailable(t *testing.T) {
 	cases := []struct {
 		name string
-		b    authtest.Behaviour
+		b    authntest.Behaviour
 		url  string
 	}{
-		{"not configured", authtest.Serve, "none"},
-		{"down", authtest.Down, ""},
-		{"garbage", authtest.Garbage, ""},
-		{"slow", authtest.Slow, ""},
-		{"no usable key", authtest.Empty, ""},
-		{"unreachable port", authtest.Serve, "closed"},
+		{"not configured", authntest.Serve, "none"},
+		{"down", authntest.Down, ""},
+		{"garbage", authntest.Garbage, ""},
+		{"slow", authntest.Slow, ""},
+		{"no usable key", authntest.Empty, ""},
+		{"unreachable port", authntest.Serve, "closed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -168,7 +168,7 @@ func TestKeySetUnavailable(t *testing.T) {
 				return
 			}
 			// Recovery: after the refetch interval the next request fetches again.
-			e.jwks.Set(authtest.Serve)
+			e.jwks.Set(authntest.Serve)
 			e.clock.Advance(e.cfg.KeyRefetchEvery)
 			if _, status, eb := e.me(bearerH(e.idpToken(tidActive, nil))); status != 200 {
 				t.Errorf("GET /me after the key set recovered = %d %+v, want 200", status, eb)

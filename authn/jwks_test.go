@@ -12,10 +12,10 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/turnledger/turnledger/authn"
-	"github.com/turnledger/turnledger/authn/internal/authtest"
+	"github.com/turnledger/turnledger/authn/authntest"
 )
 
-func newKeySet(t *testing.T, j *authtest.JWKS, typ authn.KeyType, clock *authtest.Clock) *authn.KeySet {
+func newKeySet(t *testing.T, j *authntest.JWKS, typ authn.KeyType, clock *authntest.Clock) *authn.KeySet {
 	t.Helper()
 	return authn.NewKeySet(authn.KeySetConfig{
 		URL: j.URL() + "/keys", Type: typ, Client: &http.Client{Timeout: 300 * time.Millisecond},
@@ -24,9 +24,9 @@ func newKeySet(t *testing.T, j *authtest.JWKS, typ authn.KeyType, clock *authtes
 }
 
 func TestKeySetExpiry(t *testing.T) {
-	j := authtest.NewJWKS(t)
-	j.PutRSA("k1", authtest.RSAKey(t, 0))
-	clock := authtest.NewClock(t0)
+	j := authntest.NewJWKS(t)
+	j.PutRSA("k1", authntest.RSAKey(t, 0))
+	clock := authntest.NewClock(t0)
 	ks := newKeySet(t, j, authn.KeyRSA, clock)
 	ctx := context.Background()
 
@@ -56,9 +56,9 @@ func TestKeySetExpiry(t *testing.T) {
 }
 
 func TestKeySetRotation(t *testing.T) {
-	j := authtest.NewJWKS(t)
-	j.PutRSA("old", authtest.RSAKey(t, 0))
-	clock := authtest.NewClock(t0)
+	j := authntest.NewJWKS(t)
+	j.PutRSA("old", authntest.RSAKey(t, 0))
+	clock := authntest.NewClock(t0)
 	ks := newKeySet(t, j, authn.KeyRSA, clock)
 	ctx := context.Background()
 
@@ -68,7 +68,7 @@ func TestKeySetRotation(t *testing.T) {
 	// The provider rotates: a new kid is published. It is picked up before
 	// the TTL, at the cost of one fetch.
 	clock.Advance(20 * time.Second)
-	j.PutRSA("new", authtest.RSAKey(t, 1))
+	j.PutRSA("new", authntest.RSAKey(t, 1))
 	j.Remove("old")
 	if _, err := ks.Key(ctx, "new"); err != nil {
 		t.Fatalf("Key(new) after rotation: %v", err)
@@ -99,13 +99,13 @@ func TestKeySetRotation(t *testing.T) {
 }
 
 func TestKeySetUnavailableIsNotUnknownKid(t *testing.T) {
-	j := authtest.NewJWKS(t)
-	j.PutRSA("k1", authtest.RSAKey(t, 0))
-	clock := authtest.NewClock(t0)
+	j := authntest.NewJWKS(t)
+	j.PutRSA("k1", authntest.RSAKey(t, 0))
+	clock := authntest.NewClock(t0)
 	ks := newKeySet(t, j, authn.KeyRSA, clock)
 	ctx := context.Background()
 
-	j.Set(authtest.Down)
+	j.Set(authntest.Down)
 	if _, err := ks.Key(ctx, "k1"); !errors.Is(err, authn.ErrKeySetUnavailable) {
 		t.Fatalf("Key(k1) with the endpoint down: error = %v, want ErrKeySetUnavailable", err)
 	}
@@ -117,12 +117,12 @@ func TestKeySetUnavailableIsNotUnknownKid(t *testing.T) {
 		t.Errorf("fetches while down within 10 s = %d, want 1", got)
 	}
 	clock.Advance(10 * time.Second)
-	j.Set(authtest.Serve)
+	j.Set(authntest.Serve)
 	if _, err := ks.Key(ctx, "k1"); err != nil {
 		t.Fatalf("Key(k1) after recovery: %v", err)
 	}
 	// Keys held and fresh, endpoint down: an unknown kid is still 401, not 503.
-	j.Set(authtest.Down)
+	j.Set(authntest.Down)
 	clock.Advance(10 * time.Second)
 	if _, err := ks.Key(ctx, "k2"); !errors.Is(err, authn.ErrUnknownKey) {
 		t.Errorf("Key(k2) with fresh keys and the endpoint down: error = %v, want ErrUnknownKey", err)
@@ -138,10 +138,10 @@ func TestKeySetUnavailableIsNotUnknownKid(t *testing.T) {
 }
 
 func TestKeySetTypes(t *testing.T) {
-	j := authtest.NewJWKS(t)
-	j.PutRSA("r", authtest.RSAKey(t, 0))
-	j.PutEd25519("e", authtest.Ed25519Key(t))
-	clock := authtest.NewClock(t0)
+	j := authntest.NewJWKS(t)
+	j.PutRSA("r", authntest.RSAKey(t, 0))
+	j.PutEd25519("e", authntest.Ed25519Key(t))
+	clock := authntest.NewClock(t0)
 	ctx := context.Background()
 
 	rs := newKeySet(t, j, authn.KeyRSA, clock)
@@ -180,11 +180,11 @@ func TestParseKeySetRejects(t *testing.T) {
 
 // TestKeySetSingleFlight: many requests on a cold cache cause one fetch.
 func TestKeySetSingleFlight(t *testing.T) {
-	j := authtest.NewJWKS(t)
-	j.PutRSA("k1", authtest.RSAKey(t, 0))
+	j := authntest.NewJWKS(t)
+	j.PutRSA("k1", authntest.RSAKey(t, 0))
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	j.Gate(entered, release)
-	clock := authtest.NewClock(t0)
+	clock := authntest.NewClock(t0)
 	ks := authn.NewKeySet(authn.KeySetConfig{URL: j.URL(), Type: authn.KeyRSA, Client: &http.Client{Timeout: 5 * time.Second}, Now: clock.Now, TTL: 300 * time.Second, RefetchEvery: 10 * time.Second})
 
 	var wg sync.WaitGroup
@@ -218,10 +218,10 @@ func TestIDPKeyRotationEndToEnd(t *testing.T) {
 	if _, status, eb := e.me(bearerH(e.idpToken(tidActive, nil))); status != 200 {
 		t.Fatalf("GET /me = %d %+v", status, eb)
 	}
-	newKey := authtest.RSAKey(t, 2)
+	newKey := authntest.RSAKey(t, 2)
 	e.jwks.PutRSA("rsa-2", newKey)
 	e.clock.Advance(time.Minute)
-	tok := authtest.Sign(t, jwt.SigningMethodRS256, newKey, "rsa-2", e.idpClaims(tidActive), nil)
+	tok := authntest.Sign(t, jwt.SigningMethodRS256, newKey, "rsa-2", e.idpClaims(tidActive), nil)
 	if _, status, eb := e.me(bearerH(tok)); status != 200 {
 		t.Errorf("GET /me with a rotated-in key = %d %+v, want 200", status, eb)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/turnledger/turnledger/authn"
-	"github.com/turnledger/turnledger/authn/internal/authtest"
+	"github.com/turnledger/turnledger/authn/authntest"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 )
 
@@ -54,7 +54,7 @@ func TestRejections(t *testing.T) {
 		t.Fatal(err)
 	}
 	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
-	otherRSA := authtest.RSAKey(t, 1)
+	otherRSA := authntest.RSAKey(t, 1)
 
 	http1 := func(e *env, h map[string]string) func() (int, jsonhttp.ErrorBody) {
 		return func() (int, jsonhttp.ErrorBody) {
@@ -66,7 +66,7 @@ func TestRejections(t *testing.T) {
 		return http1(idp, bearerH(idp.idpToken(tidActive, edit)))
 	}
 	idpSigned := func(m jwt.SigningMethod, key any, kid string, c jwt.MapClaims, h map[string]any) func() (int, jsonhttp.ErrorBody) {
-		return http1(idp, bearerH(authtest.Sign(t, m, key, kid, c, h)))
+		return http1(idp, bearerH(authntest.Sign(t, m, key, kid, c, h)))
 	}
 	hostedTok := func(edit func(jwt.MapClaims)) func() (int, jsonhttp.ErrorBody) {
 		return http1(hosted, bearerH(hosted.hostedToken("user-1", edit)))
@@ -135,7 +135,7 @@ func TestRejections(t *testing.T) {
 		{"idp/tenant deleted", http1(idp, bearerH(idp.idpToken(tidDeleted, nil))), 403, authn.MsgRemoved},
 		{"idp/debug headers are not an idp credential", http1(idp, map[string]string{"X-Debug-Tenant-Id": tidActive, "X-Debug-User-Id": "u"}), 401, ""},
 
-		{"hosted/RS256 token", http1(hosted, bearerH(authtest.Sign(t, jwt.SigningMethodRS256, hosted.rsa, rsaKid, hosted.hostedClaims("u"), nil))), 401, ""},
+		{"hosted/RS256 token", http1(hosted, bearerH(authntest.Sign(t, jwt.SigningMethodRS256, hosted.rsa, rsaKid, hosted.hostedClaims("u"), nil))), 401, ""},
 		{"hosted/idp token", http1(hosted, bearerH(hosted.idpToken(tidActive, nil))), 401, ""},
 		{"hosted/wrong iss", hostedTok(func(c jwt.MapClaims) { c["iss"] = "https://evil.example" }), 401, ""},
 		{"hosted/iss with the path of HOSTED_AUTH_URL", hostedTok(func(c jwt.MapClaims) { c["iss"] = hosted.cfg.HostedAuthURL }), 401, ""},
@@ -144,13 +144,13 @@ func TestRejections(t *testing.T) {
 		{"hosted/missing exp", hostedTok(func(c jwt.MapClaims) { delete(c, "exp") }), 401, ""},
 		{"hosted/expired", hostedTok(func(c jwt.MapClaims) { c["exp"] = t0.Add(-time.Minute).Unix() }), 401, ""},
 		{"hosted/no sub and no id", hostedTok(func(c jwt.MapClaims) { delete(c, "sub") }), 401, ""},
-		{"hosted/crit header", http1(hosted, bearerH(authtest.Sign(t, jwt.SigningMethodEdDSA, hosted.ed, edKid, hosted.hostedClaims("u"), map[string]any{"crit": []string{"b64"}}))), 401, ""},
-		{"hosted/unknown kid", http1(hosted, bearerH(authtest.Sign(t, jwt.SigningMethodEdDSA, hosted.ed, "ed-unknown", hosted.hostedClaims("u"), nil))), 401, ""},
+		{"hosted/crit header", http1(hosted, bearerH(authntest.Sign(t, jwt.SigningMethodEdDSA, hosted.ed, edKid, hosted.hostedClaims("u"), map[string]any{"crit": []string{"b64"}}))), 401, ""},
+		{"hosted/unknown kid", http1(hosted, bearerH(authntest.Sign(t, jwt.SigningMethodEdDSA, hosted.ed, "ed-unknown", hosted.hostedClaims("u"), nil))), 401, ""},
 
-		{"dev/HS256 with a wrong secret", http1(devStrict, bearerH(authtest.Sign(t, jwt.SigningMethodHS256, []byte("wrong"), "", jwt.MapClaims{"tid": "t", "oid": "o"}, nil))), 401, ""},
-		{"dev/HS256 without oid", http1(devStrict, bearerH(authtest.Sign(t, jwt.SigningMethodHS256, []byte(devSecret), "", jwt.MapClaims{"tid": "t"}, nil))), 401, ""},
-		{"dev/HS256 without tid", http1(devStrict, bearerH(authtest.Sign(t, jwt.SigningMethodHS256, []byte(devSecret), "", jwt.MapClaims{"oid": "o"}, nil))), 401, ""},
-		{"dev/RS256 token", http1(devStrict, bearerH(authtest.Sign(t, jwt.SigningMethodRS256, devStrict.rsa, rsaKid, jwt.MapClaims{"tid": "t", "oid": "o"}, nil))), 401, ""},
+		{"dev/HS256 with a wrong secret", http1(devStrict, bearerH(authntest.Sign(t, jwt.SigningMethodHS256, []byte("wrong"), "", jwt.MapClaims{"tid": "t", "oid": "o"}, nil))), 401, ""},
+		{"dev/HS256 without oid", http1(devStrict, bearerH(authntest.Sign(t, jwt.SigningMethodHS256, []byte(devSecret), "", jwt.MapClaims{"tid": "t"}, nil))), 401, ""},
+		{"dev/HS256 without tid", http1(devStrict, bearerH(authntest.Sign(t, jwt.SigningMethodHS256, []byte(devSecret), "", jwt.MapClaims{"oid": "o"}, nil))), 401, ""},
+		{"dev/RS256 token", http1(devStrict, bearerH(authntest.Sign(t, jwt.SigningMethodRS256, devStrict.rsa, rsaKid, jwt.MapClaims{"tid": "t", "oid": "o"}, nil))), 401, ""},
 		{"dev/debug headers when ALLOW_DEBUG_AUTH=false", http1(devStrict, map[string]string{"X-Debug-Tenant-Id": "t", "X-Debug-User-Id": "u"}), 401, ""},
 		{"dev/no credentials with AUTH_REQUIRED=true", http1(devStrict, nil), 401, ""},
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/turnledger/turnledger/authn"
-	"github.com/turnledger/turnledger/authn/internal/authtest"
+	"github.com/turnledger/turnledger/authn/authntest"
 )
 
 type wsClient struct {
@@ -76,10 +76,10 @@ func (w *wsClient) next(what string) string {
 // socket of that tenant and session on both servers, and no socket of
 // another tenant or session.
 func TestSessionsAcrossProcessesAndTenants(t *testing.T) {
-	natsURL := authtest.StartNATS(t)
-	store := authtest.OpenStore(t)
-	jwks := authtest.NewJWKS(t)
-	clock := authtest.NewClock(t0)
+	natsURL := authntest.StartNATS(t)
+	store := authntest.OpenStore(t)
+	jwks := authntest.NewJWKS(t)
+	clock := authntest.NewClock(t0)
 	s1 := newEnv(t, envOpt{mode: authn.ModeIDP, natsURL: natsURL, store: store, jwks: jwks, clock: clock})
 	s2 := newEnv(t, envOpt{mode: authn.ModeIDP, natsURL: natsURL, store: store, jwks: jwks, clock: clock})
 

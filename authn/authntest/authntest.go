@@ -1,7 +1,7 @@
-// Package authtest holds the real parts authn's tests run against: a JWKS
+// Package authntest holds the real parts authn's tests run against: a JWKS
 // server on loopback, token minting, a settable clock, the embedded NATS
 // server and a bbolt store in a temporary directory.
-package authtest
+package authntest
 
 import (
 	"crypto/ed25519"
