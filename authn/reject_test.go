@@ -88,6 +88,15 @@ func TestRejections(t *testing.T) {
 		return parts[0] + "." + other[1] + "." + parts[2]
 	}
 
+	// evilTID sets tid and the issuer the template would derive from it, so
+	// that only the tid check can refuse the token.
+	evilTID := func(tid string) func(jwt.MapClaims) {
+		return func(c jwt.MapClaims) {
+			c["tid"] = tid
+			c["iss"] = strings.ReplaceAll(issuerTemplate, "{tenantid}", tid)
+		}
+	}
+
 	cases := []struct {
 		name   string
 		do     func() (int, jsonhttp.ErrorBody)
@@ -120,14 +129,13 @@ func TestRejections(t *testing.T) {
 		{"idp/wrong iss", idpTok(func(c jwt.MapClaims) { c["iss"] = "https://evil.example/contoso/v2.0" }), 401, ""},
 		{"idp/iss of another tenant", idpTok(func(c jwt.MapClaims) { c["iss"] = strings.ReplaceAll(issuerTemplate, "{tenantid}", tidOther) }), 401, ""},
 		{"idp/missing tid", idpTok(func(c jwt.MapClaims) { delete(c, "tid") }), 401, ""},
-		{"idp/tid with a slash", idpTok(func(c jwt.MapClaims) {
-			c["tid"] = "contoso/../evil"
-			c["iss"] = strings.ReplaceAll(issuerTemplate, "{tenantid}", "contoso/../evil")
-		}), 401, ""},
-		{"idp/tid with ? and #", idpTok(func(c jwt.MapClaims) { c["tid"] = "contoso?x#y" }), 401, ""},
-		{"idp/tid with @ and :", idpTok(func(c jwt.MapClaims) { c["tid"] = "evil.example:443@contoso" }), 401, ""},
-		{"idp/tid with whitespace", idpTok(func(c jwt.MapClaims) { c["tid"] = "con toso" }), 401, ""},
-		{"idp/tid of 65 characters", idpTok(func(c jwt.MapClaims) { c["tid"] = strings.Repeat("a", 65) }), 401, ""},
+		{"idp/tid with a slash", idpTok(evilTID("contoso/../evil")), 401, ""},
+		{"idp/tid with ? and #", idpTok(evilTID("contoso?x#y")), 401, ""},
+		{"idp/tid with @ and :", idpTok(evilTID("evil.example:443@contoso")), 401, ""},
+		{"idp/tid with a dot segment", idpTok(evilTID("..")), 401, ""},
+		{"idp/tid with whitespace", idpTok(evilTID("con toso")), 401, ""},
+		{"idp/tid with a percent escape", idpTok(evilTID("contoso%2Fx")), 401, ""},
+		{"idp/tid of 65 characters", idpTok(evilTID(strings.Repeat("a", 65))), 401, ""},
 		{"idp/oversized token", idpTok(func(c jwt.MapClaims) { c["pad"] = strings.Repeat("x", 9000) }), 401, ""},
 		{"idp/no oid and no sub", idpTok(func(c jwt.MapClaims) { delete(c, "oid"); delete(c, "sub") }), 401, ""},
 		{"idp/tenant not allowlisted", http1(idp, bearerH(idp.idpToken("stranger", nil))), 403, authn.MsgNotAllowlisted},
