@@ -42,7 +42,7 @@ const (
 
 // env is one runtime server with its real parts.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	cfg    authn.Config
 	clock  *authntest.Clock
 	jwks   *authntest.JWKS
@@ -64,7 +64,7 @@ type envOpt struct {
 	clock   *authntest.Clock
 }
 
-func newEnv(t *testing.T, o envOpt) *env {
+func newEnv(t testing.TB, o envOpt) *env {
 	t.Helper()
 	e := &env{t: t, clock: o.clock, jwks: o.jwks, store: o.store, natURL: o.natsURL, tenant: map[string]authn.Tenant{}}
 	if e.clock == nil {

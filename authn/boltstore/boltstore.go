@@ -172,7 +172,19 @@ type membership struct {
 // external user claim; email and name follow the latest login.
 func (s *Store) UpsertUser(ctx context.Context, tenantID string, id authn.Identity, now time.Time) (string, error) {
 	var uid string
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	// Most logins change nothing: answer those from a read transaction, as a
+	// write transaction costs an fsync.
+	err := s.db.View(func(tx *bolt.Tx) error {
+		u, err := get[user](tx.Bucket(bUsers), key(tenantID, id.UserClaim))
+		if err == nil && u.Email == id.Email && u.Name == id.Name {
+			uid = u.ID
+		}
+		return nil
+	})
+	if err != nil || uid != "" {
+		return uid, err
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		users := tx.Bucket(bUsers)
 		k := key(tenantID, id.UserClaim)
 		u, err := get[user](users, k)
