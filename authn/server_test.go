@@ -90,7 +90,6 @@ func TestBadSecretEncryptionKeyRefused(t *testing.T) {
 	}
 }
 
-
 // BenchmarkMeIDP measures one authenticated, admitted GET /api/v1/auth/me in
 // idp mode (RS256 verification with cached keys, allowlist lookup, user
 // upsert) over loopback HTTP.
