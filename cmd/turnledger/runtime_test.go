@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/authn/authntest"
@@ -130,10 +131,18 @@ var listenLine = regexp.MustCompile(`listening on (http://\S+)`)
 // rtStart runs the runtime until the test ends and returns its base URL.
 func rtStart(t *testing.T, args []string, env map[string]string) string {
 	t.Helper()
+	base, _ := rtStartLogs(t, args, env)
+	return base
+}
+
+// rtStartLogs is rtStart that also returns the runtime's stderr.
+func rtStartLogs(t *testing.T, args []string, env map[string]string) (string, *rtBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr rtBuffer
+	var stdout rtBuffer
+	stderr := &rtBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- runtimeMain(ctx, args, rtEnv(env), &stdout, &stderr) }()
+	go func() { done <- runtimeMain(ctx, args, rtEnv(env), &stdout, stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -158,7 +167,7 @@ func rtStart(t *testing.T, args []string, env map[string]string) string {
 		}
 		return false
 	})
-	return base
+	return base, stderr
 }
 
 func rtGet(t *testing.T, url string, header map[string]string) (int, string) {
@@ -282,5 +291,61 @@ func TestRuntimeHelp(t *testing.T) {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("runtime --help lacks %q:\n%s", want, stdout.String())
 		}
+	}
+}
+
+var embeddedLine = regexp.MustCompile(`embedded NATS at (nats://\S+)`)
+
+// TestTwoRuntimesShareSessions: a second runtime joins the first one's
+// embedded NATS server with --nats-url; a message sent on a session through
+// one reaches the same tenant and session on the other, and not another
+// tenant's socket with the same session id.
+func TestTwoRuntimesShareSessions(t *testing.T) {
+	dir := t.TempDir()
+	baseA, logsA := rtStartLogs(t, []string{"--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "a.db")}, nil)
+	m := embeddedLine.FindStringSubmatch(logsA.String())
+	if m == nil {
+		t.Fatalf("runtime A did not print its embedded NATS URL: %q", logsA.String())
+	}
+	baseB := rtStart(t, []string{"--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "b.db"), "--nats-url", m[1]}, nil)
+
+	dialWS := func(base, tenant string) *websocket.Conn {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		u := "ws" + strings.TrimPrefix(base, "http") + "/api/v1/ws/execution?session_id=s1"
+		c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"X-Debug-Tenant-Id": {tenant}, "X-Debug-User-Id": {"u"}}})
+		if err != nil {
+			t.Fatalf("dial %s: %v", u, err)
+		}
+		t.Cleanup(func() { c.Close(websocket.StatusNormalClosure, "") })
+		return c
+	}
+	read := func(c *websocket.Conn) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		return string(b)
+	}
+	write := func(c *websocket.Conn, s string) {
+		t.Helper()
+		if err := c.Write(context.Background(), websocket.MessageText, []byte(s)); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	}
+	onA := dialWS(baseA, "acme")
+	onB := dialWS(baseB, "acme")
+	otherOnB := dialWS(baseB, "globex")
+	write(onA, `{"n":1}`)
+	if got := read(onB); got != `{"n":1}` {
+		t.Errorf("runtime B socket received %q, want {\"n\":1}", got)
+	}
+	write(otherOnB, `{"mine":true}`)
+	if got := read(otherOnB); got != `{"mine":true}` {
+		t.Errorf("other tenant's socket received %q first, want only its own message", got)
 	}
 }
