@@ -29,15 +29,26 @@ type socket struct {
 	conn   *websocket.Conn
 	out    chan []byte
 	cancel context.CancelFunc
-	once   sync.Once
+
+	mu     sync.Mutex
+	closed bool
 	reason string
 }
 
+// close ends the socket; the first reason given is the one sent to the client.
 func (k *socket) close(reason string) {
-	k.once.Do(func() {
-		k.reason = reason
-		k.cancel()
-	})
+	k.mu.Lock()
+	if !k.closed {
+		k.closed, k.reason = true, reason
+	}
+	k.mu.Unlock()
+	k.cancel()
+}
+
+func (k *socket) closeReason() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.reason
 }
 
 // wsError is the frame sent back for a message that is refused.
@@ -125,7 +136,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 
 	go func() {
 		<-ctx.Done()
-		reason := k.reason
+		reason := k.closeReason()
 		if reason == "" {
 			reason = "closed"
 		}

@@ -97,6 +97,9 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 	}
 
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	if getenv("APP_ENV") == "" {
+		logf("turnledger runtime: APP_ENV is not set; using the local defaults (debug authentication allowed). Set APP_ENV=staging or production on a server.")
+	}
 	var store authn.Store
 	bs, err := openStore(dbPath)
 	switch {
