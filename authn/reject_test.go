@@ -159,6 +159,14 @@ func TestRejections(t *testing.T) {
 		{"dev/HS256 without oid", http1(devStrict, bearerH(authntest.Sign(t, jwt.SigningMethodHS256, []byte(devSecret), "", jwt.MapClaims{"tid": "t"}, nil))), 401, ""},
 		{"dev/HS256 without tid", http1(devStrict, bearerH(authntest.Sign(t, jwt.SigningMethodHS256, []byte(devSecret), "", jwt.MapClaims{"oid": "o"}, nil))), 401, ""},
 		{"dev/RS256 token", http1(devStrict, bearerH(authntest.Sign(t, jwt.SigningMethodRS256, devStrict.rsa, rsaKid, jwt.MapClaims{"tid": "t", "oid": "o"}, nil))), 401, ""},
+		{"dev/expired HS256", http1(devStrict, bearerH(authntest.Sign(t, jwt.SigningMethodHS256, []byte(devSecret), "", jwt.MapClaims{"tid": "t", "oid": "o", "exp": t0.Add(-time.Hour).Unix()}, nil))), 401, ""},
+		{"dev/HS256 iat in the future", http1(devStrict, bearerH(authntest.Sign(t, jwt.SigningMethodHS256, []byte(devSecret), "", jwt.MapClaims{"tid": "t", "oid": "o", "iat": t0.Add(time.Hour).Unix()}, nil))), 401, ""},
+		{"dev/HS256 crit header", http1(devStrict, bearerH(authntest.Sign(t, jwt.SigningMethodHS256, []byte(devSecret), "", jwt.MapClaims{"tid": "t", "oid": "o"}, map[string]any{"crit": []string{"x"}}))), 401, ""},
+		{"dev/HS256 tid breaking the pattern", http1(devStrict, bearerH(authntest.Sign(t, jwt.SigningMethodHS256, []byte(devSecret), "", jwt.MapClaims{"tid": "a b", "oid": "o"}, nil))), 401, ""},
+		{"dev/alg none", http1(devStrict, bearerH(func() string {
+			s, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"tid": "t", "oid": "o"}).SignedString(jwt.UnsafeAllowNoneSignatureType)
+			return s
+		}())), 401, ""},
 		{"dev/debug headers when ALLOW_DEBUG_AUTH=false", http1(devStrict, map[string]string{"X-Debug-Tenant-Id": "t", "X-Debug-User-Id": "u"}), 401, ""},
 		{"dev/no credentials with AUTH_REQUIRED=true", http1(devStrict, nil), 401, ""},
 

@@ -168,6 +168,9 @@ func TestHostedTicketFlow(t *testing.T) {
 	if status, eb := dial(t, e.wsURL("session_id=s&ticket="+url.QueryEscape(tr3.Ticket)), nil); status != 403 || eb.Message != authn.MsgSuspended {
 		t.Errorf("ticket of a suspended tenant = %d %+v, want 403 %q", status, eb, authn.MsgSuspended)
 	}
+	if _, status, eb := e.me(bearerH(tok)); status != 403 || eb.Message != authn.MsgSuspended {
+		t.Errorf("GET /me of the suspended hosted tenant = %d %+v, want 403 %q", status, eb, authn.MsgSuspended)
+	}
 }
 
 func TestDevQueryBootstrap(t *testing.T) {
