@@ -4,9 +4,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/turnledger/turnledger/authn"
 	"github.com/turnledger/turnledger/authn/authntest"
+	"github.com/turnledger/turnledger/authn/natsbus"
 )
 
 func TestCORS(t *testing.T) {
@@ -101,5 +103,26 @@ func BenchmarkMeIDP(b *testing.B) {
 		if status, _ := e.do("GET", "/api/v1/auth/me", h, ""); status != 200 {
 			b.Fatalf("GET /me = %d", status)
 		}
+	}
+}
+
+// TestReadyFollowsTheBus: /ready turns 503 when the NATS server goes away.
+func TestReadyFollowsTheBus(t *testing.T) {
+	ns, err := natsbus.StartEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	e := newEnv(t, envOpt{mode: authn.ModeDev, natsURL: ns.ClientURL()})
+	if status, body := e.do("GET", "/ready", nil, ""); status != 200 {
+		t.Fatalf("GET /ready = %d %s, want 200", status, body)
+	}
+	ns.Shutdown()
+	authntest.WaitFor(t, 5*time.Second, "/ready to report the bus down", func() bool {
+		status, _ := e.do("GET", "/ready", nil, "")
+		return status == http.StatusServiceUnavailable
+	})
+	if status, body := e.do("GET", "/health", nil, ""); status != 200 {
+		t.Errorf("GET /health with the bus down = %d %s, want 200", status, body)
 	}
 }
