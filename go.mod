@@ -8,6 +8,8 @@ require (
 )
 
 require (
+	github.com/coder/websocket v1.8.15
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/julienschmidt/httprouter v1.3.0
 	github.com/nats-io/nats-server/v2 v2.15.2

@@ -1,0 +1,76 @@
+// Package authn is the runtime authentication service of spec 001: the three
+// modes (dev, idp, hosted), identity normalisation, tenant admission, single-
+// use websocket tickets, the execution websocket with its NATS fan-out, and
+// hosted provider profiles. Server serves the routes; cmd/turnledger's
+// `runtime` subcommand reads the environment into a Config and wires a
+// boltstore.Store and a natsbus.Bus into it.
+//
+// # Decisions where the spec says "not shown"
+//
+// Error bodies are internal/jsonhttp's {"error", "message"} with the names
+// UnauthorizedError (401, with WWW-Authenticate: Bearer), ForbiddenError
+// (403), ServiceUnavailableError (503), ValidationError (400),
+// NotFoundError (404), MethodNotAllowedError (405) and InternalError (500).
+// The 403 messages are the spec's: "tenant is not allowlisted", "tenant
+// access is suspended", "tenant access has been removed".
+//
+// /health answers {"status":"ok"}. /ready answers {"status":"ready"|
+// "unavailable","checks":{"database":…,"bus":…}} with 200 or 503.
+//
+// Tickets live 30 seconds (Config.TicketTTL), are "wst_" plus 32 random
+// bytes in base64url, are stored as their SHA-256 only, and are taken
+// (read and deleted) in one transaction. Redeeming one looks the tenant up
+// again, so suspending a tenant also voids its outstanding tickets. Tickets
+// are accepted in every mode (the spec lists them for hosted; they are
+// strictly safer than query tokens); ws-ticket takes no body (or {}).
+//
+// Token rules beyond the library: the algorithm is fixed per mode
+// (jwt.WithValidMethods) and keys are typed (a []byte key exists only in dev
+// mode), so HS256 signed with an RSA public key cannot verify; exp and iat
+// are required in idp and hosted (in dev they are checked when present,
+// since the spec requires only tid and oid there); iat may not be more than
+// Config.Leeway (30 s) in the future; a crit header is refused; aud must be
+// exactly the expected value (a one-element array counts); tokens longer
+// than 8 KiB are refused. A tid must match
+// ^[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?$ before it goes into
+// IDP_ISSUER_TEMPLATE, so it cannot add a path, dot segment, query,
+// fragment, userinfo or port to the issuer URL; the same pattern applies to
+// HOSTED_TENANT_CLAIM and to dev tenant ids.
+//
+// Key sets (KeySet): keys are cached 300 s on the injected clock and fetched
+// again on expiry; an unknown kid triggers a fetch at most every 10 s
+// (rotation works, forged kids cannot hammer the provider); one fetch runs at
+// a time; bodies over 1 MiB, error statuses, non-JWKS bodies and sets with
+// no usable key of the mode's type (RSA ≥ 2048 bits for idp, Ed25519 for
+// hosted) count as unavailable. Unavailable (not configured, unreachable,
+// slow past the client timeout, garbage) is 503; unknown kid is 401. A
+// failed fetch is remembered for 10 s. While held keys are fresh, an
+// unreachable endpoint does not affect known kids.
+//
+// Dev mode has no admission: tenant_id and user_id are name-based (v5)
+// UUIDs of the tenant claim and of tenant+user claim, so they are stable.
+// In idp and hosted modes a user is keyed by its tenant and user claim, so
+// the same oid in two tenants is two users.
+//
+// The websocket: query parameters other than ticket, access_token,
+// debug_tenant_id, debug_user_id and session_id are refused with 400, and
+// so are workspace_id and user_id; session_id is required and is 1 to 64 of
+// [A-Za-z0-9_-]. All this and authentication happen before the upgrade. A
+// socket subscribes to runtime.sessions.<tenant_id>.<session_id> before the
+// 101 is sent; every message a client sends (a JSON object of at most
+// 64 KiB, without workspace_id or user_id — otherwise a ValidationError
+// frame comes back and nothing is published) is published there, and every
+// socket of that tenant and session, on any runtime process sharing the
+// NATS server, receives it, the sender included. A socket that falls 64
+// messages behind is closed with 1008.
+//
+// Provider profiles (hosted mode only) are at /api/v1/provider-profiles:
+// GET (list), GET/PUT/DELETE /{provider}. The api_key is write-only, sealed
+// with AES-256-GCM under SECRET_ENCRYPTION_KEY (standard base64 of 32
+// bytes) with the tenant, user and provider as additional data; responses
+// show has_api_key and, for keys of 16 characters or more, the last four.
+// Without SECRET_ENCRYPTION_KEY the routes answer 503.
+//
+// Tenant statuses move active ⇄ suspended and active|suspended → deleted;
+// deleted is final. Plans are 1 to 32 of [a-z0-9_-] (default "standard").
+package authn
