@@ -48,7 +48,9 @@ func startServe(t *testing.T, dir string) (string, func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &serveOutput{}
 	done := make(chan int, 1)
-	go func() { done <- Main(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--reap-interval", "50ms"}, out, out) }()
+	go func() {
+		done <- Main(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--reap-interval", "50ms"}, out, out)
+	}()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if m := servingOn.FindStringSubmatch(out.String()); m != nil {
@@ -370,4 +372,3 @@ func TestServeHelpAndBadFlags(t *testing.T) {
 		t.Errorf("unknown command = %d, want 2", code)
 	}
 }
-
