@@ -148,7 +148,7 @@ type memLedger struct {
 	recs     []kernel.Recorded
 	more     chan struct{} // closed on append
 	batch    int
-	failNext error // returned once, by the next Follow or the running one on its next wake
+	failNext error // returned once, by a Follow on its next turn
 }
 
 func newMemLedger(batch int) *memLedger {
@@ -190,25 +190,18 @@ func (m *memLedger) after(seq uint64, upTo uint64) ([]kernel.Recorded, chan stru
 }
 
 func (m *memLedger) Follow(ctx context.Context, after uint64, fn func([]kernel.Recorded) error) error {
-	m.mu.Lock()
-	err := m.failNext
-	m.failNext = nil
-	m.mu.Unlock()
-	if err != nil {
-		return err
-	}
 	for {
+		m.mu.Lock()
+		err := m.failNext
+		m.failNext = nil
+		m.mu.Unlock()
+		if err != nil {
+			return err
+		}
 		batch, more := m.after(after, ^uint64(0))
 		if len(batch) == 0 {
 			select {
 			case <-more:
-				m.mu.Lock()
-				err := m.failNext
-				m.failNext = nil
-				m.mu.Unlock()
-				if err != nil {
-					return err
-				}
 				continue
 			case <-ctx.Done():
 				return ctx.Err()
