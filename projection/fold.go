@@ -17,6 +17,11 @@ type folder struct {
 	meta, turns, byDispatch, byTarget, byState, children, context *bolt.Bucket
 	feed, turnFeed, agentFeed, agents, seen, claims, queued       *bolt.Bucket
 	offers, creds                                                 *bolt.Bucket
+
+	// turnCache holds the Turn records read or written in this transaction;
+	// they are encoded once, by flush, however many events of the batch
+	// change them.
+	turnCache map[string]*turnRecord
 }
 
 func newFolder(tx *bolt.Tx) *folder {
@@ -26,8 +31,34 @@ func newFolder(tx *bolt.Tx) *folder {
 		context: tx.Bucket(bktContext), feed: tx.Bucket(bktFeed), turnFeed: tx.Bucket(bktTurnFeed),
 		agentFeed: tx.Bucket(bktAgentFeed), agents: tx.Bucket(bktAgents), seen: tx.Bucket(bktSeen),
 		claims: tx.Bucket(bktClaims), queued: tx.Bucket(bktQueued), offers: tx.Bucket(bktOffers),
-		creds: tx.Bucket(bktCreds),
+		creds:     tx.Bucket(bktCreds),
+		turnCache: map[string]*turnRecord{},
 	}
+}
+
+// turn returns the cached record of a Turn, reading it when needed; nil when
+// there is none.
+func (f *folder) turn(tk []byte) (*turnRecord, error) {
+	if rec, ok := f.turnCache[string(tk)]; ok {
+		return rec, nil
+	}
+	var rec turnRecord
+	found, err := getJSON(f.turns, tk, &rec)
+	if err != nil || !found {
+		return nil, err
+	}
+	f.turnCache[string(tk)] = &rec
+	return &rec, nil
+}
+
+// flush writes the Turn records changed in this transaction.
+func (f *folder) flush() error {
+	for k, rec := range f.turnCache {
+		if err := putJSON(f.turns, []byte(k), rec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dataAs reads an event's data as T, whether it holds a T or a *T.
@@ -169,8 +200,7 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 	e := r.Event
 	p, id := e.ProjectID, e.ID
 	tk := key(p, id)
-	var rec turnRecord
-	found, err := getJSON(f.turns, tk, &rec)
+	cached, err := f.turn(tk)
 	if err != nil {
 		return err
 	}
@@ -178,8 +208,8 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 		return err
 	}
 	if e.Type == kernel.EvTurnDispatched {
-		if found {
-			return f.turnAgentFeeds(r, rec.View) // a repeated dispatch changes nothing
+		if cached != nil {
+			return f.turnAgentFeeds(r, cached.View) // a repeated dispatch changes nothing
 		}
 		d, err := dataAs[kernel.TurnDispatched](e)
 		if err != nil {
@@ -207,19 +237,18 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 		if err := f.byTarget.Put(seqKey(r.Seq, p, v.TargetAgent.AgentID), []byte(id)); err != nil {
 			return err
 		}
-		nw := turnRecord{View: v, DispatchSeq: r.Seq}
-		if err := f.reindexTurn(nil, &nw); err != nil {
+		nw := &turnRecord{View: v, DispatchSeq: r.Seq}
+		if err := f.reindexTurn(nil, nw); err != nil {
 			return err
 		}
-		if err := putJSON(f.turns, tk, nw); err != nil {
-			return err
-		}
+		f.turnCache[string(tk)] = nw
 		return f.turnAgentFeeds(r, v)
 	}
-	if !found {
+	if cached == nil {
 		return nil
 	}
-	old := rec
+	rec := cached
+	old := *rec
 	if old.View.Claim != nil {
 		c := *old.View.Claim
 		old.View.Claim = &c
@@ -301,10 +330,7 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 	}
 	v.UpdatedAt = e.At
 	v.LedgerSeq = r.Seq
-	if err := f.reindexTurn(&old, &rec); err != nil {
-		return err
-	}
-	if err := putJSON(f.turns, tk, rec); err != nil {
+	if err := f.reindexTurn(&old, rec); err != nil {
 		return err
 	}
 	return f.turnAgentFeeds(r, *v)

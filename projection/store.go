@@ -182,6 +182,9 @@ func (s *Store) Apply(batch []kernel.Recorded) error {
 		if prev == cp {
 			return nil
 		}
+		if err := f.flush(); err != nil {
+			return err
+		}
 		last = prev
 		return f.meta.Put(keyCheckpoint, putU64(prev))
 	})
