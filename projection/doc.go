@@ -24,8 +24,13 @@
 // it records the error in its [Status], waits Config.RetryInterval, and
 // follows again from the checkpoint. [Rebuild] folds the ledger from
 // ledger_seq 1 up to its head into a new file (no fsync per batch, one sync at
-// the end); the caller swaps it in. [Store.Dump] lets a test compare a
-// rebuilt store with the live one.
+// the end); the caller closes the live store and swaps the file in with
+// [Install]. [Store.Dump] lets a test compare a rebuilt store with the live
+// one.
+//
+// A batch is one transaction, so its size is the Source's choice: a few
+// hundred to a few thousand events per batch amortise the fsync (see the
+// benchmarks); one event per batch costs one fsync each.
 //
 // The projections are deterministic functions of the events: they never read
 // the clock. Statuses that depend on time (agent presence, credential expiry)

@@ -106,6 +106,9 @@ func (f *folder) fold(r kernel.Recorded) error {
 
 // see records that an agent was seen at t (the latest time wins).
 func (f *folder) see(p, agent string, t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
 	k := key(p, agent)
 	n := uint64(t.UnixNano())
 	if old := f.seen.Get(k); old != nil && getU64(old) >= n {

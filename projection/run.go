@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -154,6 +155,23 @@ func Rebuild(ctx context.Context, path string, src Reader, progress func(applied
 	}
 	if err := st.db.Sync(); err != nil {
 		return fmt.Errorf("projection: rebuild: sync: %w", err)
+	}
+	return nil
+}
+
+// Install moves a rebuilt projection file over the live one (the live store
+// must be closed) and syncs the directory, so the swap survives a crash.
+func Install(rebuilt, live string) error {
+	if err := os.Rename(rebuilt, live); err != nil {
+		return fmt.Errorf("projection: install: %w", err)
+	}
+	dir, err := os.Open(filepath.Dir(live))
+	if err != nil {
+		return fmt.Errorf("projection: install: %w", err)
+	}
+	defer dir.Close()
+	if err := dir.Sync(); err != nil {
+		return fmt.Errorf("projection: install: sync directory: %w", err)
 	}
 	return nil
 }
