@@ -51,6 +51,7 @@
 //	turns_by_dispatch  (project, dispatch_seq)           → turn id
 //	turns_by_target    (project, target agent, dispatch_seq) → turn id
 //	turns_by_state     (project, state, dispatch_seq)    → turn id
+//	turns_by_agent     (project, agent, dispatch_seq)    → turn id, for its target and its requester
 //	turn_children      (project, parent, dispatch_seq)   → child turn id
 //	context            (project, turn, turn_seq)         → ContextItem JSON
 //	agents             (project, agent)                  → agent record JSON
@@ -64,8 +65,11 @@
 // (plus one point read per item for the Turn and agent feeds), whatever the
 // ledger's length; so is a page of semantic context (after_turn_seq). The
 // Turn list walks the target-agent index when target_agent_id is given, else
-// the state index when state is given, else the dispatch index, and filters
-// the rest while walking: its cost grows with the Turns it skips.
+// the involved-agent index when VisibleTo is set (an agent's read policy:
+// Turns it is the target or the requester of, in its own project), else the
+// state index when state is given, else the dispatch index, and filters the
+// rest while walking: its cost grows with the Turns it skips. Lists of a
+// project with no events are empty, not an error.
 //
 // # Read models
 //

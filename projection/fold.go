@@ -14,7 +14,8 @@ import (
 
 // folder applies events inside one write transaction.
 type folder struct {
-	meta, turns, byDispatch, byTarget, byState, children, context *bolt.Bucket
+	meta, turns, byDispatch, byTarget, byState, byAgent, children *bolt.Bucket
+	context                                                       *bolt.Bucket
 	feed, turnFeed, agentFeed, agents, seen, claims, queued       *bolt.Bucket
 	offers, creds                                                 *bolt.Bucket
 
@@ -27,8 +28,9 @@ type folder struct {
 func newFolder(tx *bolt.Tx) *folder {
 	return &folder{
 		meta: tx.Bucket(bktMeta), turns: tx.Bucket(bktTurns), byDispatch: tx.Bucket(bktByDispatch),
-		byTarget: tx.Bucket(bktByTarget), byState: tx.Bucket(bktByState), children: tx.Bucket(bktChildren),
-		context: tx.Bucket(bktContext), feed: tx.Bucket(bktFeed), turnFeed: tx.Bucket(bktTurnFeed),
+		byTarget: tx.Bucket(bktByTarget), byState: tx.Bucket(bktByState), byAgent: tx.Bucket(bktByAgent),
+		children: tx.Bucket(bktChildren),
+		context:  tx.Bucket(bktContext), feed: tx.Bucket(bktFeed), turnFeed: tx.Bucket(bktTurnFeed),
 		agentFeed: tx.Bucket(bktAgentFeed), agents: tx.Bucket(bktAgents), seen: tx.Bucket(bktSeen),
 		claims: tx.Bucket(bktClaims), queued: tx.Bucket(bktQueued), offers: tx.Bucket(bktOffers),
 		creds:     tx.Bucket(bktCreds),
@@ -240,6 +242,11 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 		if err := f.byTarget.Put(seqKey(r.Seq, p, v.TargetAgent.AgentID), []byte(id)); err != nil {
 			return err
 		}
+		for _, a := range involved(v) {
+			if err := f.byAgent.Put(seqKey(r.Seq, p, a), []byte(id)); err != nil {
+				return err
+			}
+		}
 		nw := &turnRecord{View: v, DispatchSeq: r.Seq}
 		if err := f.reindexTurn(nil, nw); err != nil {
 			return err
@@ -352,15 +359,24 @@ func (f *folder) putContext(r kernel.Recorded, v *TurnView, seq uint64, role str
 	return putJSON(f.context, seqKey(seq, v.ProjectID, v.TurnID), it)
 }
 
+// involved returns the agents of the Turn's project that are its target or
+// its requester: the agents whose feed has its events and who may read it.
+func involved(v TurnView) []string {
+	var out []string
+	for _, a := range []kernel.AgentRef{v.TargetAgent, v.RequestedBy} {
+		if a.AgentID == "" || (a.ProjectID != "" && a.ProjectID != v.ProjectID) || slices.Contains(out, a.AgentID) {
+			continue
+		}
+		out = append(out, a.AgentID)
+	}
+	return out
+}
+
 // turnAgentFeeds indexes a Turn event in the feeds of its target agent and
 // its requester.
 func (f *folder) turnAgentFeeds(r kernel.Recorded, v TurnView) error {
-	p := r.Event.ProjectID
-	for _, a := range []kernel.AgentRef{v.TargetAgent, v.RequestedBy} {
-		if a.AgentID == "" || (a.ProjectID != "" && a.ProjectID != p) {
-			continue
-		}
-		if err := f.agentFeed.Put(seqKey(r.Seq, p, a.AgentID), nil); err != nil {
+	for _, a := range involved(v) {
+		if err := f.agentFeed.Put(seqKey(r.Seq, v.ProjectID, a), nil); err != nil {
 			return err
 		}
 	}

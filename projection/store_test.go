@@ -405,6 +405,13 @@ func TestIndexesAgreeWithSnapshots(t *testing.T) {
 			if diff := cmp.Diff(filterIn(func(v TurnView) bool { return v.TargetAgent.AgentID == a.AgentID }), got); diff != "" {
 				t.Errorf("seed %d: Turns(target=%s) disagrees (-want +got):\n%s", seed, a.AgentID, diff)
 			}
+			got, _ = s.Turns(proj, TurnFilter{VisibleTo: a.AgentID}, MaxLimit)
+			visible := filterIn(func(v TurnView) bool {
+				return v.TargetAgent.AgentID == a.AgentID || v.RequestedBy.AgentID == a.AgentID
+			})
+			if diff := cmp.Diff(visible, got); diff != "" {
+				t.Errorf("seed %d: Turns(visible to %s) disagrees (-want +got):\n%s", seed, a.AgentID, diff)
+			}
 		}
 		offers, _ := s.TurnOffers(proj, OfferFilter{}, MaxLimit, l.now())
 		for _, o := range offers {
