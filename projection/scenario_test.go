@@ -214,25 +214,22 @@ func (m *memLedger) Follow(ctx context.Context, after uint64, fn func([]kernel.R
 	}
 }
 
-func (m *memLedger) Head(ctx context.Context) (uint64, error) {
+func (m *memLedger) ReadAll(ctx context.Context, after uint64, fn func([]kernel.Recorded, uint64) error) (uint64, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.recs) == 0 {
-		return 0, nil
+	var head uint64
+	if len(m.recs) > 0 {
+		head = m.recs[len(m.recs)-1].Seq
 	}
-	return m.recs[len(m.recs)-1].Seq, nil
-}
-
-func (m *memLedger) Read(ctx context.Context, after, upTo uint64, fn func([]kernel.Recorded) error) error {
-	for after < upTo {
-		batch, _ := m.after(after, upTo)
+	m.mu.Unlock()
+	for after < head {
+		batch, _ := m.after(after, head)
 		if len(batch) == 0 {
-			return nil
+			break
 		}
-		if err := fn(batch); err != nil {
-			return err
+		if err := fn(batch, head); err != nil {
+			return head, err
 		}
 		after = batch[len(batch)-1].Seq
 	}
-	return nil
+	return head, nil
 }
