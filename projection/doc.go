@@ -43,23 +43,26 @@
 // bytes big-endian. Tuple order is key order, and the encoding of a tuple's
 // first parts is a prefix of exactly the keys that start with them.
 //
-//	meta               "checkpoint"                      → last applied ledger_seq
-//	feed               (project, ledger_seq)             → FeedItem JSON (secrets stripped)
-//	turn_feed          (project, turn, ledger_seq)       → empty (points into feed)
-//	agent_feed         (project, agent, ledger_seq)      → empty (points into feed)
-//	turns              (project, turn)                   → Turn snapshot and its dispatch ledger_seq
-//	turns_by_dispatch  (project, dispatch_seq)           → turn id
-//	turns_by_target    (project, target agent, dispatch_seq) → turn id
-//	turns_by_state     (project, state, dispatch_seq)    → turn id
-//	turns_by_agent     (project, agent, dispatch_seq)    → turn id, for its target and its requester
-//	turn_children      (project, parent, dispatch_seq)   → child turn id
-//	context            (project, turn, turn_seq)         → ContextItem JSON
-//	agents             (project, agent)                  → agent record JSON
-//	agent_seen         (project, agent)                  → last seen, Unix ns big-endian
-//	agent_claims       (project, agent)                  → Turns claimed by the agent now
-//	queued             (project, agent, turn_kind)       → queued Turns of that kind for that agent
-//	offers             (project, capability, agent)      → empty
-//	credentials        (project, agent, credential)      → credential record JSON (no hash)
+//	meta               "checkpoint"                       → last applied ledger_seq
+//	feed               (project, ledger_seq)              → FeedItem JSON, secrets stripped
+//	turn_feed          (project, turn, ledger_seq)        → empty: points into feed
+//	agent_feed         (project, agent, ledger_seq)       → empty: points into feed
+//	turns              (project, turn)                    → Turn snapshot and its dispatch_seq
+//	turns_by_dispatch  (project, dispatch_seq)            → turn id
+//	turns_by_target    (project, target, dispatch_seq)    → turn id
+//	turns_by_agent     (project, agent, dispatch_seq)     → turn id (agent: target or requester)
+//	turns_by_state     (project, state, dispatch_seq)     → turn id
+//	turn_children      (project, parent, dispatch_seq)    → child turn id
+//	context            (project, turn, turn_seq)          → ContextItem JSON
+//	agents             (project, agent)                   → agent record JSON
+//	agent_seen         (project, agent)                   → last seen, Unix ns
+//	agent_claims       (project, agent)                   → Turns the agent holds a claim on
+//	queued             (project, agent, turn_kind)        → queued Turns of that kind for it
+//	offers             (project, capability, agent)       → empty
+//	credentials        (project, agent, credential)       → credential record JSON, no hash
+//
+// dispatch_seq is the ledger_seq of a Turn's turn.dispatched; counters and
+// sequences are 8 bytes big-endian, and a counter at zero is deleted.
 //
 // A feed page (after_ledger_seq, limit) is one seek and limit+1 cursor steps
 // (plus one point read per item for the Turn and agent feeds), whatever the
