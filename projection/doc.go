@@ -32,6 +32,9 @@
 // hundred to a few thousand events per batch amortise the fsync (see the
 // benchmarks); one event per batch costs one fsync each.
 //
+// Open refuses a file written with another layout (meta "schema" other than
+// SchemaVersion) with ErrSchema: rebuild it from the ledger.
+//
 // The projections are deterministic functions of the events: they never read
 // the clock. Statuses that depend on time (agent presence, credential expiry)
 // are derived at query time from the now the caller passes.
@@ -44,6 +47,7 @@
 // first parts is a prefix of exactly the keys that start with them.
 //
 //	meta               "checkpoint"                       → last applied ledger_seq
+//	meta               "schema"                           → SchemaVersion of the layout
 //	feed               (project, ledger_seq)              → FeedItem JSON, secrets stripped
 //	turn_feed          (project, turn, ledger_seq)        → empty: points into feed
 //	agent_feed         (project, agent, ledger_seq)       → empty: points into feed

@@ -29,6 +29,7 @@ var (
 	}
 
 	keyCheckpoint = []byte("checkpoint")
+	keySchema     = []byte("schema")
 )
 
 // A key is a tuple of parts. A string part is its bytes with every 0x00

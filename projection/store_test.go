@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/turnledger/turnledger/kernel"
 )
@@ -156,6 +157,22 @@ func TestOpenErrors(t *testing.T) {
 	if s, err := Open(path, cfg); err == nil {
 		s.Close()
 		t.Errorf("second Open of a locked file = nil error, want a timeout")
+	}
+}
+
+func TestOpenRefusesOtherSchema(t *testing.T) {
+	s, path := openStore(t)
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktMeta).Put(keySchema, putU64(SchemaVersion+1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err := Open(path, testConfig()); !errors.Is(err, ErrSchema) {
+		if err == nil {
+			s.Close()
+		}
+		t.Errorf("Open(file of schema %d) = %v, want ErrSchema", SchemaVersion+1, err)
 	}
 }
 
