@@ -24,8 +24,16 @@
 // it records the error in its [Status], waits Config.RetryInterval, and
 // follows again from the checkpoint. [Rebuild] folds the ledger from
 // ledger_seq 1 up to its head into a new file (no fsync per batch, one sync at
-// the end); the caller swaps it in. [Store.Dump] lets a test compare a
-// rebuilt store with the live one.
+// the end); the caller closes the live store and swaps the file in with
+// [Install]. [Store.Dump] lets a test compare a rebuilt store with the live
+// one.
+//
+// A batch is one transaction, so its size is the Source's choice: a few
+// hundred to a few thousand events per batch amortise the fsync (see the
+// benchmarks); one event per batch costs one fsync each.
+//
+// Open refuses a file written with another layout (meta "schema" other than
+// SchemaVersion) with ErrSchema: rebuild it from the ledger.
 //
 // The projections are deterministic functions of the events: they never read
 // the clock. Statuses that depend on time (agent presence, credential expiry)
@@ -38,29 +46,37 @@
 // bytes big-endian. Tuple order is key order, and the encoding of a tuple's
 // first parts is a prefix of exactly the keys that start with them.
 //
-//	meta               "checkpoint"                      → last applied ledger_seq
-//	feed               (project, ledger_seq)             → FeedItem JSON (secrets stripped)
-//	turn_feed          (project, turn, ledger_seq)       → empty (points into feed)
-//	agent_feed         (project, agent, ledger_seq)      → empty (points into feed)
-//	turns              (project, turn)                   → Turn snapshot and its dispatch ledger_seq
-//	turns_by_dispatch  (project, dispatch_seq)           → turn id
-//	turns_by_target    (project, target agent, dispatch_seq) → turn id
-//	turns_by_state     (project, state, dispatch_seq)    → turn id
-//	turn_children      (project, parent, dispatch_seq)   → child turn id
-//	context            (project, turn, turn_seq)         → ContextItem JSON
-//	agents             (project, agent)                  → agent record JSON
-//	agent_seen         (project, agent)                  → last seen, Unix ns big-endian
-//	agent_claims       (project, agent)                  → Turns claimed by the agent now
-//	queued             (project, agent, turn_kind)       → queued Turns of that kind for that agent
-//	offers             (project, capability, agent)      → empty
-//	credentials        (project, agent, credential)      → credential record JSON (no hash)
+//	meta               "checkpoint"                       → last applied ledger_seq
+//	meta               "schema"                           → SchemaVersion of the layout
+//	feed               (project, ledger_seq)              → FeedItem JSON, secrets stripped
+//	turn_feed          (project, turn, ledger_seq)        → empty: points into feed
+//	agent_feed         (project, agent, ledger_seq)       → empty: points into feed
+//	turns              (project, turn)                    → Turn snapshot and its dispatch_seq
+//	turns_by_dispatch  (project, dispatch_seq)            → turn id
+//	turns_by_target    (project, target, dispatch_seq)    → turn id
+//	turns_by_agent     (project, agent, dispatch_seq)     → turn id (agent: target or requester)
+//	turns_by_state     (project, state, dispatch_seq)     → turn id
+//	turn_children      (project, parent, dispatch_seq)    → child turn id
+//	context            (project, turn, turn_seq)          → ContextItem JSON
+//	agents             (project, agent)                   → agent record JSON
+//	agent_seen         (project, agent)                   → last seen, Unix ns
+//	agent_claims       (project, agent)                   → Turns the agent holds a claim on
+//	queued             (project, agent, turn_kind)        → queued Turns of that kind for it
+//	offers             (project, capability, agent)       → empty
+//	credentials        (project, agent, credential)       → credential record JSON, no hash
+//
+// dispatch_seq is the ledger_seq of a Turn's turn.dispatched; counters and
+// sequences are 8 bytes big-endian, and a counter at zero is deleted.
 //
 // A feed page (after_ledger_seq, limit) is one seek and limit+1 cursor steps
 // (plus one point read per item for the Turn and agent feeds), whatever the
 // ledger's length; so is a page of semantic context (after_turn_seq). The
 // Turn list walks the target-agent index when target_agent_id is given, else
-// the state index when state is given, else the dispatch index, and filters
-// the rest while walking: its cost grows with the Turns it skips.
+// the involved-agent index when VisibleTo is set (an agent's read policy:
+// Turns it is the target or the requester of, in its own project), else the
+// state index when state is given, else the dispatch index, and filters the
+// rest while walking: its cost grows with the Turns it skips. Lists of a
+// project with no events are empty, not an error.
 //
 // # Read models
 //

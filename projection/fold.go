@@ -14,20 +14,53 @@ import (
 
 // folder applies events inside one write transaction.
 type folder struct {
-	meta, turns, byDispatch, byTarget, byState, children, context *bolt.Bucket
+	meta, turns, byDispatch, byTarget, byState, byAgent, children *bolt.Bucket
+	context                                                       *bolt.Bucket
 	feed, turnFeed, agentFeed, agents, seen, claims, queued       *bolt.Bucket
 	offers, creds                                                 *bolt.Bucket
+
+	// turnCache holds the Turn records read or written in this transaction;
+	// they are encoded once, by flush, however many events of the batch
+	// change them.
+	turnCache map[string]*turnRecord
 }
 
 func newFolder(tx *bolt.Tx) *folder {
 	return &folder{
 		meta: tx.Bucket(bktMeta), turns: tx.Bucket(bktTurns), byDispatch: tx.Bucket(bktByDispatch),
-		byTarget: tx.Bucket(bktByTarget), byState: tx.Bucket(bktByState), children: tx.Bucket(bktChildren),
-		context: tx.Bucket(bktContext), feed: tx.Bucket(bktFeed), turnFeed: tx.Bucket(bktTurnFeed),
+		byTarget: tx.Bucket(bktByTarget), byState: tx.Bucket(bktByState), byAgent: tx.Bucket(bktByAgent),
+		children: tx.Bucket(bktChildren),
+		context:  tx.Bucket(bktContext), feed: tx.Bucket(bktFeed), turnFeed: tx.Bucket(bktTurnFeed),
 		agentFeed: tx.Bucket(bktAgentFeed), agents: tx.Bucket(bktAgents), seen: tx.Bucket(bktSeen),
 		claims: tx.Bucket(bktClaims), queued: tx.Bucket(bktQueued), offers: tx.Bucket(bktOffers),
-		creds: tx.Bucket(bktCreds),
+		creds:     tx.Bucket(bktCreds),
+		turnCache: map[string]*turnRecord{},
 	}
+}
+
+// turn returns the cached record of a Turn, reading it when needed; nil when
+// there is none.
+func (f *folder) turn(tk []byte) (*turnRecord, error) {
+	if rec, ok := f.turnCache[string(tk)]; ok {
+		return rec, nil
+	}
+	var rec turnRecord
+	found, err := getJSON(f.turns, tk, &rec)
+	if err != nil || !found {
+		return nil, err
+	}
+	f.turnCache[string(tk)] = &rec
+	return &rec, nil
+}
+
+// flush writes the Turn records changed in this transaction.
+func (f *folder) flush() error {
+	for k, rec := range f.turnCache {
+		if err := putJSON(f.turns, []byte(k), rec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dataAs reads an event's data as T, whether it holds a T or a *T.
@@ -75,6 +108,9 @@ func (f *folder) fold(r kernel.Recorded) error {
 
 // see records that an agent was seen at t (the latest time wins).
 func (f *folder) see(p, agent string, t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
 	k := key(p, agent)
 	n := uint64(t.UnixNano())
 	if old := f.seen.Get(k); old != nil && getU64(old) >= n {
@@ -169,8 +205,7 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 	e := r.Event
 	p, id := e.ProjectID, e.ID
 	tk := key(p, id)
-	var rec turnRecord
-	found, err := getJSON(f.turns, tk, &rec)
+	cached, err := f.turn(tk)
 	if err != nil {
 		return err
 	}
@@ -178,8 +213,8 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 		return err
 	}
 	if e.Type == kernel.EvTurnDispatched {
-		if found {
-			return f.turnAgentFeeds(r, rec.View) // a repeated dispatch changes nothing
+		if cached != nil {
+			return f.turnAgentFeeds(r, cached.View) // a repeated dispatch changes nothing
 		}
 		d, err := dataAs[kernel.TurnDispatched](e)
 		if err != nil {
@@ -207,19 +242,23 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 		if err := f.byTarget.Put(seqKey(r.Seq, p, v.TargetAgent.AgentID), []byte(id)); err != nil {
 			return err
 		}
-		nw := turnRecord{View: v, DispatchSeq: r.Seq}
-		if err := f.reindexTurn(nil, &nw); err != nil {
+		for _, a := range involved(v) {
+			if err := f.byAgent.Put(seqKey(r.Seq, p, a), []byte(id)); err != nil {
+				return err
+			}
+		}
+		nw := &turnRecord{View: v, DispatchSeq: r.Seq}
+		if err := f.reindexTurn(nil, nw); err != nil {
 			return err
 		}
-		if err := putJSON(f.turns, tk, nw); err != nil {
-			return err
-		}
+		f.turnCache[string(tk)] = nw
 		return f.turnAgentFeeds(r, v)
 	}
-	if !found {
+	if cached == nil {
 		return nil
 	}
-	old := rec
+	rec := cached
+	old := *rec
 	if old.View.Claim != nil {
 		c := *old.View.Claim
 		old.View.Claim = &c
@@ -301,10 +340,7 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 	}
 	v.UpdatedAt = e.At
 	v.LedgerSeq = r.Seq
-	if err := f.reindexTurn(&old, &rec); err != nil {
-		return err
-	}
-	if err := putJSON(f.turns, tk, rec); err != nil {
+	if err := f.reindexTurn(&old, rec); err != nil {
 		return err
 	}
 	return f.turnAgentFeeds(r, *v)
@@ -323,15 +359,24 @@ func (f *folder) putContext(r kernel.Recorded, v *TurnView, seq uint64, role str
 	return putJSON(f.context, seqKey(seq, v.ProjectID, v.TurnID), it)
 }
 
+// involved returns the agents of the Turn's project that are its target or
+// its requester: the agents whose feed has its events and who may read it.
+func involved(v TurnView) []string {
+	var out []string
+	for _, a := range []kernel.AgentRef{v.TargetAgent, v.RequestedBy} {
+		if a.AgentID == "" || (a.ProjectID != "" && a.ProjectID != v.ProjectID) || slices.Contains(out, a.AgentID) {
+			continue
+		}
+		out = append(out, a.AgentID)
+	}
+	return out
+}
+
 // turnAgentFeeds indexes a Turn event in the feeds of its target agent and
 // its requester.
 func (f *folder) turnAgentFeeds(r kernel.Recorded, v TurnView) error {
-	p := r.Event.ProjectID
-	for _, a := range []kernel.AgentRef{v.TargetAgent, v.RequestedBy} {
-		if a.AgentID == "" || (a.ProjectID != "" && a.ProjectID != p) {
-			continue
-		}
-		if err := f.agentFeed.Put(seqKey(r.Seq, p, a.AgentID), nil); err != nil {
+	for _, a := range involved(v) {
+		if err := f.agentFeed.Put(seqKey(r.Seq, v.ProjectID, a), nil); err != nil {
 			return err
 		}
 	}

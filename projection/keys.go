@@ -9,6 +9,7 @@ var (
 	bktByDispatch = []byte("turns_by_dispatch")
 	bktByTarget   = []byte("turns_by_target")
 	bktByState    = []byte("turns_by_state")
+	bktByAgent    = []byte("turns_by_agent")
 	bktChildren   = []byte("turn_children")
 	bktContext    = []byte("context")
 	bktFeed       = []byte("feed")
@@ -22,12 +23,13 @@ var (
 	bktCreds      = []byte("credentials")
 
 	allBuckets = [][]byte{
-		bktMeta, bktTurns, bktByDispatch, bktByTarget, bktByState, bktChildren,
+		bktMeta, bktTurns, bktByDispatch, bktByTarget, bktByState, bktByAgent, bktChildren,
 		bktContext, bktFeed, bktTurnFeed, bktAgentFeed, bktAgents, bktSeen,
 		bktClaims, bktQueued, bktOffers, bktCreds,
 	}
 
 	keyCheckpoint = []byte("checkpoint")
+	keySchema     = []byte("schema")
 )
 
 // A key is a tuple of parts. A string part is its bytes with every 0x00

@@ -82,6 +82,8 @@ func (s *Store) Turns(project string, f TurnFilter, limit int) ([]TurnView, erro
 		switch {
 		case f.TargetAgentID != "":
 			c, prefix = tx.Bucket(bktByTarget).Cursor(), key(project, f.TargetAgentID)
+		case f.VisibleTo != "":
+			c, prefix = tx.Bucket(bktByAgent).Cursor(), key(project, f.VisibleTo)
 		case f.State != "":
 			c, prefix = tx.Bucket(bktByState).Cursor(), key(project, f.State)
 		default:
@@ -108,7 +110,7 @@ func (f TurnFilter) match(v TurnView) bool {
 		f.State != "" && v.State != f.State,
 		f.Outcome != "" && (v.Outcome == nil || *v.Outcome != f.Outcome),
 		f.StopRequestedOnly && !v.StopRequested,
-		f.VisibleTo != "" && v.TargetAgent.AgentID != f.VisibleTo && v.RequestedBy.AgentID != f.VisibleTo:
+		f.VisibleTo != "" && !slices.Contains(involved(v), f.VisibleTo):
 		return false
 	}
 	return true

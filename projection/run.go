@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -90,32 +91,25 @@ func (p *Projector) Status() Status {
 	return st
 }
 
-// Reader reads the ledger from the start for a rebuild. The ledger
-// implements it.
+// Reader reads the ledger for a rebuild. The ledger implements it.
 type Reader interface {
-	// Head returns the ledger_seq of the last event on the ledger now, 0
-	// when it is empty.
-	Head(ctx context.Context) (uint64, error)
-	// Read calls fn with the events after ledger_seq after up to and
-	// including upTo, in order, in batches, and returns when it has
-	// delivered upTo (or the last event before it).
-	Read(ctx context.Context, after, upTo uint64, fn func(batch []kernel.Recorded) error) error
+	// ReadAll calls fn, in order and in batches, with every event with
+	// after < ledger_seq <= head, where head is the ledger's last ledger_seq
+	// when ReadAll starts, and returns head. fn gets head too, for progress.
+	// If fn returns an error, ReadAll stops and returns it.
+	ReadAll(ctx context.Context, after uint64, fn func(batch []kernel.Recorded, head uint64) error) (head uint64, err error)
 }
 
 // Rebuild folds the ledger from ledger_seq 1 up to its head at the time of
 // the call into a new projection file at path, which must not exist. It
 // calls progress (when not nil) after each batch with the checkpoint reached
-// and the head. The caller swaps the file in (close the live store, rename,
-// open). On error the new file is removed.
+// and the head. The caller swaps the file in: close the live store, Install,
+// open. On error the new file is removed.
 func Rebuild(ctx context.Context, path string, src Reader, progress func(applied, head uint64)) (err error) {
 	if _, err := os.Stat(path); err == nil {
 		return fmt.Errorf("projection: rebuild: %s already exists", path)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("projection: rebuild: %w", err)
-	}
-	head, err := src.Head(ctx)
-	if err != nil {
-		return fmt.Errorf("projection: rebuild: ledger head: %w", err)
 	}
 	cfg := DefaultConfig()
 	cfg.NoSync = true // one sync at the end
@@ -131,10 +125,10 @@ func Rebuild(ctx context.Context, path string, src Reader, progress func(applied
 			os.Remove(path)
 		}
 	}()
-	if head == 0 {
-		return st.db.Sync()
-	}
-	err = src.Read(ctx, 0, head, func(batch []kernel.Recorded) error {
+	_, err = src.ReadAll(ctx, 0, func(batch []kernel.Recorded, head uint64) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		for i, r := range batch {
 			if r.Seq > head {
 				batch = batch[:i]
@@ -147,13 +141,33 @@ func Rebuild(ctx context.Context, path string, src Reader, progress func(applied
 		if progress != nil {
 			progress(st.Checkpoint(), head)
 		}
-		return ctx.Err()
+		return nil
 	})
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		return fmt.Errorf("projection: rebuild: %w", err)
 	}
 	if err := st.db.Sync(); err != nil {
 		return fmt.Errorf("projection: rebuild: sync: %w", err)
+	}
+	return nil
+}
+
+// Install moves a rebuilt projection file over the live one (the live store
+// must be closed) and syncs the directory, so the swap survives a crash.
+func Install(rebuilt, live string) error {
+	if err := os.Rename(rebuilt, live); err != nil {
+		return fmt.Errorf("projection: install: %w", err)
+	}
+	dir, err := os.Open(filepath.Dir(live))
+	if err != nil {
+		return fmt.Errorf("projection: install: %w", err)
+	}
+	defer dir.Close()
+	if err := dir.Sync(); err != nil {
+		return fmt.Errorf("projection: install: sync directory: %w", err)
 	}
 	return nil
 }

@@ -148,7 +148,7 @@ type memLedger struct {
 	recs     []kernel.Recorded
 	more     chan struct{} // closed on append
 	batch    int
-	failNext error // returned once, by the next Follow or the running one on its next wake
+	failNext error // returned once, by a Follow on its next turn
 }
 
 func newMemLedger(batch int) *memLedger {
@@ -190,25 +190,18 @@ func (m *memLedger) after(seq uint64, upTo uint64) ([]kernel.Recorded, chan stru
 }
 
 func (m *memLedger) Follow(ctx context.Context, after uint64, fn func([]kernel.Recorded) error) error {
-	m.mu.Lock()
-	err := m.failNext
-	m.failNext = nil
-	m.mu.Unlock()
-	if err != nil {
-		return err
-	}
 	for {
+		m.mu.Lock()
+		err := m.failNext
+		m.failNext = nil
+		m.mu.Unlock()
+		if err != nil {
+			return err
+		}
 		batch, more := m.after(after, ^uint64(0))
 		if len(batch) == 0 {
 			select {
 			case <-more:
-				m.mu.Lock()
-				err := m.failNext
-				m.failNext = nil
-				m.mu.Unlock()
-				if err != nil {
-					return err
-				}
 				continue
 			case <-ctx.Done():
 				return ctx.Err()
@@ -221,25 +214,22 @@ func (m *memLedger) Follow(ctx context.Context, after uint64, fn func([]kernel.R
 	}
 }
 
-func (m *memLedger) Head(ctx context.Context) (uint64, error) {
+func (m *memLedger) ReadAll(ctx context.Context, after uint64, fn func([]kernel.Recorded, uint64) error) (uint64, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.recs) == 0 {
-		return 0, nil
+	var head uint64
+	if len(m.recs) > 0 {
+		head = m.recs[len(m.recs)-1].Seq
 	}
-	return m.recs[len(m.recs)-1].Seq, nil
-}
-
-func (m *memLedger) Read(ctx context.Context, after, upTo uint64, fn func([]kernel.Recorded) error) error {
-	for after < upTo {
-		batch, _ := m.after(after, upTo)
+	m.mu.Unlock()
+	for after < head {
+		batch, _ := m.after(after, head)
 		if len(batch) == 0 {
-			return nil
+			break
 		}
-		if err := fn(batch); err != nil {
-			return err
+		if err := fn(batch, head); err != nil {
+			return head, err
 		}
 		after = batch[len(batch)-1].Seq
 	}
-	return nil
+	return head, nil
 }

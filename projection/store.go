@@ -19,6 +19,15 @@ var ErrNotFound = errors.New("projection: not found")
 // ErrClosed is returned by WaitFor and Apply once the store is closed.
 var ErrClosed = errors.New("projection: store closed")
 
+// ErrSchema is returned by Open for a projection file written with another
+// bucket layout. Rebuild it from the ledger.
+var ErrSchema = errors.New("projection: incompatible projection file")
+
+// SchemaVersion is the bucket layout this build writes and reads (bucket
+// "meta", key "schema"). Change it with any change of a bucket, key or value
+// format.
+const SchemaVersion = 1
+
 // MaxLimit is the largest page the queries return; callers validate limit
 // (1..MaxLimit) and the queries clamp it to that range as well.
 const MaxLimit = 500
@@ -95,12 +104,21 @@ func Open(path string, cfg Config) (*Store, error) {
 				return err
 			}
 		}
-		cp = getU64(tx.Bucket(bktMeta).Get(keyCheckpoint))
+		meta := tx.Bucket(bktMeta)
+		switch v := meta.Get(keySchema); {
+		case v == nil:
+			if err := meta.Put(keySchema, putU64(SchemaVersion)); err != nil {
+				return err
+			}
+		case getU64(v) != SchemaVersion:
+			return fmt.Errorf("%w: the file has layout %d, this build reads %d; rebuild it (turnledger replay)", ErrSchema, getU64(v), SchemaVersion)
+		}
+		cp = getU64(meta.Get(keyCheckpoint))
 		return nil
 	})
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("projection: init %s: %w", path, err)
+		return nil, fmt.Errorf("projection: open %s: %w", path, err)
 	}
 	return &Store{db: db, cfg: cfg, checkpoint: cp, changed: make(chan struct{})}, nil
 }
@@ -181,6 +199,9 @@ func (s *Store) Apply(batch []kernel.Recorded) error {
 		}
 		if prev == cp {
 			return nil
+		}
+		if err := f.flush(); err != nil {
+			return err
 		}
 		last = prev
 		return f.meta.Put(keyCheckpoint, putU64(prev))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/turnledger/turnledger/kernel"
 )
@@ -156,6 +157,22 @@ func TestOpenErrors(t *testing.T) {
 	if s, err := Open(path, cfg); err == nil {
 		s.Close()
 		t.Errorf("second Open of a locked file = nil error, want a timeout")
+	}
+}
+
+func TestOpenRefusesOtherSchema(t *testing.T) {
+	s, path := openStore(t)
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktMeta).Put(keySchema, putU64(SchemaVersion+1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err := Open(path, testConfig()); !errors.Is(err, ErrSchema) {
+		if err == nil {
+			s.Close()
+		}
+		t.Errorf("Open(file of schema %d) = %v, want ErrSchema", SchemaVersion+1, err)
 	}
 }
 
@@ -405,6 +422,13 @@ func TestIndexesAgreeWithSnapshots(t *testing.T) {
 			if diff := cmp.Diff(filterIn(func(v TurnView) bool { return v.TargetAgent.AgentID == a.AgentID }), got); diff != "" {
 				t.Errorf("seed %d: Turns(target=%s) disagrees (-want +got):\n%s", seed, a.AgentID, diff)
 			}
+			got, _ = s.Turns(proj, TurnFilter{VisibleTo: a.AgentID}, MaxLimit)
+			visible := filterIn(func(v TurnView) bool {
+				return v.TargetAgent.AgentID == a.AgentID || v.RequestedBy.AgentID == a.AgentID
+			})
+			if diff := cmp.Diff(visible, got); diff != "" {
+				t.Errorf("seed %d: Turns(visible to %s) disagrees (-want +got):\n%s", seed, a.AgentID, diff)
+			}
 		}
 		offers, _ := s.TurnOffers(proj, OfferFilter{}, MaxLimit, l.now())
 		for _, o := range offers {
@@ -412,5 +436,56 @@ func TestIndexesAgreeWithSnapshots(t *testing.T) {
 				t.Errorf("seed %d: offer (%s, %s).Queued = %d, want %d", seed, o.AgentID, o.TurnKind, o.Queued, want)
 			}
 		}
+	}
+}
+
+// TestFoldsDecodedEvents folds events that went through the kernel's codec
+// (data as the pointers UnmarshalEvent returns) and finds the same store as
+// folding the events built in memory.
+func TestFoldsDecodedEvents(t *testing.T) {
+	l := scenario(5, 800)
+	decoded := make([]kernel.Recorded, len(l.recs))
+	for i, r := range l.recs {
+		b, err := kernel.MarshalEvent(r.Event)
+		if err != nil {
+			t.Fatalf("MarshalEvent(%d %s) = %v", r.Seq, r.Event.Type, err)
+		}
+		e, err := kernel.UnmarshalEvent(b)
+		if err != nil {
+			t.Fatalf("UnmarshalEvent(%s) = %v", b, err)
+		}
+		decoded[i] = kernel.Recorded{Seq: r.Seq, Event: e}
+	}
+	d, _ := openStore(t)
+	mustApply(t, d, decoded)
+	if diff := cmp.Diff(mustDump(t, applied(t, l)), mustDump(t, d)); diff != "" {
+		t.Errorf("decoded events fold differently (-built +decoded):\n%s", diff)
+	}
+}
+
+func TestInstall(t *testing.T) {
+	l := scenario(6, 200)
+	s, live := openStore(t)
+	mustApply(t, s, l.recs[:10])
+	s.Close()
+	src := newMemLedger(50)
+	src.append(l.recs...)
+	rebuilt := live + ".new"
+	if err := Rebuild(context.Background(), rebuilt, src, nil); err != nil {
+		t.Fatalf("Rebuild = %v", err)
+	}
+	if err := Install(rebuilt, live); err != nil {
+		t.Fatalf("Install = %v", err)
+	}
+	s, err := Open(live, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Checkpoint(); got != l.seq {
+		t.Errorf("Checkpoint() after Install = %d, want %d", got, l.seq)
+	}
+	if _, err := os.Stat(rebuilt); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("rebuilt file still at %s: %v", rebuilt, err)
 	}
 }

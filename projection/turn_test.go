@@ -232,6 +232,9 @@ func TestTurnsFilters(t *testing.T) {
 	l.finish("a3", "alice", "ca3", "failed", "", 0)
 	l.claim("c1", "carol", "cc1")
 	l.turnEvent(kernel.EvTurnSuspended, "c1", agent("carol"), &kernel.TurnSuspended{ClaimID: "cc1"})
+	// Requested by bob of another project: not bob of this one.
+	l.add(kernel.EvTurnDispatched, proj, kernel.AggTurn, "x1", admin(), &kernel.TurnDispatched{
+		TargetAgent: ref("carol"), RequestedBy: kernel.AgentRef{ProjectID: "p2", AgentID: "bob"}, TurnKind: "code"})
 	s := applied(t, l)
 
 	tests := []struct {
@@ -240,12 +243,12 @@ func TestTurnsFilters(t *testing.T) {
 		limit int
 		want  []string
 	}{
-		{"all in dispatch order", TurnFilter{}, 500, []string{"a1", "a2", "b1", "b2", "a3", "c1"}},
+		{"all in dispatch order", TurnFilter{}, 500, []string{"a1", "a2", "b1", "b2", "a3", "c1", "x1"}},
 		{"limit", TurnFilter{}, 2, []string{"a1", "a2"}},
 		{"target agent", TurnFilter{TargetAgentID: "alice"}, 500, []string{"a1", "a2", "a3"}},
 		{"target agent and limit", TurnFilter{TargetAgentID: "alice"}, 1, []string{"a1"}},
 		{"turn kind", TurnFilter{TurnKind: "review"}, 500, []string{"a2", "c1"}},
-		{"state queued", TurnFilter{State: StateQueued}, 500, []string{"a1"}},
+		{"state queued", TurnFilter{State: StateQueued}, 500, []string{"a1", "x1"}},
 		{"state claimed", TurnFilter{State: StateClaimed}, 500, []string{"a2"}},
 		{"state suspended", TurnFilter{State: StateSuspended}, 500, []string{"c1"}},
 		{"state finished", TurnFilter{State: StateFinished}, 500, []string{"b1", "b2", "a3"}},
@@ -254,11 +257,15 @@ func TestTurnsFilters(t *testing.T) {
 		{"outcome stopped", TurnFilter{Outcome: OutcomeStopped}, 500, []string{"b2"}},
 		{"stop requested only", TurnFilter{StopRequestedOnly: true}, 500, []string{"a2", "b2"}},
 		{"visible to bob", TurnFilter{VisibleTo: "bob"}, 500, []string{"a2", "b1", "b2"}},
-		{"visible to carol", TurnFilter{VisibleTo: "carol"}, 500, []string{"c1"}},
+		{"visible to carol", TurnFilter{VisibleTo: "carol"}, 500, []string{"c1", "x1"}},
+		{"visible to carol and limit", TurnFilter{VisibleTo: "carol"}, 1, []string{"c1"}},
+		{"visible to alice, finished", TurnFilter{VisibleTo: "alice", State: StateFinished}, 500, []string{"b2", "a3"}},
+		{"visible to bob, targeting alice", TurnFilter{VisibleTo: "bob", TargetAgentID: "alice"}, 500, []string{"a2"}},
 		{"visible to stranger", TurnFilter{VisibleTo: "zed"}, 500, []string{}},
 		{"target and state", TurnFilter{TargetAgentID: "alice", State: StateFinished}, 500, []string{"a3"}},
 		{"state and kind", TurnFilter{State: StateFinished, TurnKind: "code"}, 500, []string{"b1", "b2", "a3"}},
 		{"everything", TurnFilter{TargetAgentID: "bob", TurnKind: "code", State: StateFinished, Outcome: OutcomeStopped, StopRequestedOnly: true, VisibleTo: "alice"}, 500, []string{"b2"}},
+		{"turn kind code", TurnFilter{TurnKind: "code"}, 500, []string{"a1", "b1", "b2", "a3", "x1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -387,5 +394,21 @@ func TestJSONShapes(t *testing.T) {
 		if diff := cmp.Diff(tt.want, keys(tt.v)); diff != "" {
 			t.Errorf("JSON keys of %T mismatch (-want +got):\n%s", tt.v, diff)
 		}
+	}
+}
+
+func TestTurnInvolves(t *testing.T) {
+	v := TurnView{ProjectID: proj, TargetAgent: ref("alice"), RequestedBy: kernel.AgentRef{ProjectID: "p2", AgentID: "bob"}}
+	for _, tt := range []struct {
+		agent string
+		want  bool
+	}{{"alice", true}, {"bob", false}, {"", false}, {"carol", false}} {
+		if got := v.Involves(tt.agent); got != tt.want {
+			t.Errorf("Involves(%q) = %v, want %v", tt.agent, got, tt.want)
+		}
+	}
+	v.RequestedBy.ProjectID = proj
+	if !v.Involves("bob") {
+		t.Errorf("Involves(bob) with bob of the same project = false, want true")
 	}
 }

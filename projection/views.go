@@ -2,6 +2,7 @@ package projection
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/turnledger/turnledger/kernel"
@@ -266,4 +267,11 @@ type credRecord struct {
 	RevokedAt    *time.Time `json:"revoked_at"`
 	Via          string     `json:"via"`
 	IssuedSeq    uint64     `json:"issued_seq"`
+}
+
+// Involves reports whether an agent of the Turn's project is its target or
+// its requester: the read policy that TurnFilter.VisibleTo applies, for
+// httpapi to apply to one Turn (snapshot, context, Turn feed) the same way.
+func (v TurnView) Involves(agentID string) bool {
+	return agentID != "" && slices.Contains(involved(v), agentID)
 }
