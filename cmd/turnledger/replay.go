@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -80,41 +79,12 @@ func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, ou
 		}
 		fmt.Fprintf(out, "replayed %d/%d events (%.1f%%)\n", applied, head, pct)
 	}
-	if err := projection.Rebuild(ctx, next, rebuildReader{l}, progress); err != nil {
+	if err := projection.Rebuild(ctx, next, l, progress); err != nil {
 		return err
 	}
-	if err := os.Rename(next, live); err != nil {
+	if err := projection.Install(next, live); err != nil {
 		return fmt.Errorf("swap in the rebuilt projections: %w", err)
 	}
 	fmt.Fprintf(out, "rebuilt %s in %s\n", live, time.Since(start).Round(time.Millisecond))
 	return nil
-}
-
-// rebuildReader adapts the ledger to projection.Reader.
-type rebuildReader struct{ l *ledger.Store }
-
-func (r rebuildReader) Head(ctx context.Context) (uint64, error) { return r.l.Head(ctx) }
-
-var errEnough = errors.New("read enough")
-
-func (r rebuildReader) Read(ctx context.Context, after, upTo uint64, fn func([]kernel.Recorded) error) error {
-	_, err := r.l.ReadAll(ctx, after, func(batch []kernel.Recorded, _ uint64) error {
-		n := len(batch)
-		for n > 0 && batch[n-1].Seq > upTo {
-			n--
-		}
-		if n > 0 {
-			if err := fn(batch[:n]); err != nil {
-				return err
-			}
-		}
-		if n < len(batch) || (n > 0 && batch[n-1].Seq == upTo) {
-			return errEnough
-		}
-		return nil
-	})
-	if errors.Is(err, errEnough) {
-		return nil
-	}
-	return err
 }

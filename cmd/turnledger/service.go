@@ -346,3 +346,10 @@ func redactURL(s string) string {
 	}
 	return u.Redacted()
 }
+
+// The ledger is what the projections fold and rebuild from.
+var (
+	_ projection.Source = (*ledger.Store)(nil)
+	_ projection.Reader = (*ledger.Store)(nil)
+	_ kernel.Ledger     = (*ledger.Store)(nil)
+)
