@@ -1,4 +1,4 @@
-# Sourced by .ci/run (with set -euo pipefail active): installs Debian's
+# Sourced by .ci/test (with set -euo pipefail active): installs Debian's
 # PostgreSQL if its server binaries are missing, starts a throwaway server on
 # 127.0.0.1 and exports TURNLEDGER_TEST_POSTGRES_URL for internal/pgtest.
 # The server is stopped and its files removed when the calling shell exits.
