@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -175,24 +176,8 @@ func (s *Server) admin(h handler) httprouter.Handle {
 	})
 }
 
-// decode reads the JSON body strictly into dst. With optional set, an empty
-// body is accepted and leaves dst as it is.
-func (s *Server) decode(c *call, dst any, optional bool) error {
-	data, err := io.ReadAll(io.LimitReader(c.r.Body, s.cfg.MaxBodyBytes+1))
-	if err != nil {
-		return &jsonhttp.DecodeError{Msg: "cannot read request body"}
-	}
-	if int64(len(data)) > s.cfg.MaxBodyBytes {
-		return &statusError{errTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes)}
-	}
-	if optional && len(trimSpace(data)) == 0 {
-		return nil
-	}
-	return jsonhttp.DecodeBytes(data, dst)
-}
-
-// raw reads the body as a JSON value without decoding it into a type.
-func (s *Server) raw(c *call) ([]byte, error) {
+// body reads the request body, refusing one over the size bound.
+func (s *Server) body(c *call) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(c.r.Body, s.cfg.MaxBodyBytes+1))
 	if err != nil {
 		return nil, &jsonhttp.DecodeError{Msg: "cannot read request body"}
@@ -200,17 +185,32 @@ func (s *Server) raw(c *call) ([]byte, error) {
 	if int64(len(data)) > s.cfg.MaxBodyBytes {
 		return nil, &statusError{errTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes)}
 	}
+	return data, nil
+}
+
+// decode reads the JSON body strictly into dst. With optional set, an empty
+// body is accepted and leaves dst as it is.
+func (s *Server) decode(c *call, dst any, optional bool) error {
+	data, err := s.body(c)
+	if err != nil {
+		return err
+	}
+	if optional && len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	return jsonhttp.DecodeBytes(data, dst)
+}
+
+// raw reads the body as a JSON value without decoding it into a type.
+func (s *Server) raw(c *call) ([]byte, error) {
+	data, err := s.body(c)
+	if err != nil {
+		return nil, err
+	}
 	if !json.Valid(data) {
 		return nil, &jsonhttp.DecodeError{Msg: "request body must be valid JSON"}
 	}
 	return data, nil
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\n' || b[0] == '\r' || b[0] == '\t') {
-		b = b[1:]
-	}
-	return b
 }
 
 // wait blocks until the projections have folded seq, so that a client reads
