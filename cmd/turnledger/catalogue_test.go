@@ -9,30 +9,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/turnledger/turnledger/catalogue"
 )
-
-// catalogueLog collects the server's stderr; safe for its goroutine and the test.
-type catalogueLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *catalogueLog) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *catalogueLog) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // waitForCatalogue polls cond every 10ms for up to 5s (a bounded wait, no bare sleep).
 func waitForCatalogue(t *testing.T, what string, cond func() bool) {
@@ -53,7 +34,7 @@ var listeningLine = regexp.MustCompile(`listening on (http://[0-9.:]+)/`)
 func startCatalogue(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr catalogueLog
+	var stderr syncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- runCatalogue(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), io.Discard, &stderr)

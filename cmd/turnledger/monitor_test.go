@@ -18,23 +18,6 @@ import (
 	"time"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -86,7 +69,7 @@ func writeConfig(t *testing.T, engineURL string) string {
 func startMonitor(t *testing.T, args ...string) (string, func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, append([]string{"monitor", "--addr", "127.0.0.1:0"}, args...), stdout, stderr)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,24 +17,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/authn/authntest"
 )
-
-// rtBuffer is a goroutine-safe writer.
-type rtBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *rtBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *rtBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 func rtEnv(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
@@ -46,7 +27,7 @@ func rtExitStatus(t *testing.T, args []string, env map[string]string) (int, stri
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var stdout, stderr rtBuffer
+	var stdout, stderr syncBuffer
 	err := runtimeMain(ctx, args, rtEnv(env), &stdout, &stderr)
 	if err == nil {
 		return 0, stderr.String()
@@ -136,11 +117,11 @@ func rtStart(t *testing.T, args []string, env map[string]string) string {
 }
 
 // rtStartLogs is rtStart that also returns the runtime's stderr.
-func rtStartLogs(t *testing.T, args []string, env map[string]string) (string, *rtBuffer) {
+func rtStartLogs(t *testing.T, args []string, env map[string]string) (string, *syncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout rtBuffer
-	stderr := &rtBuffer{}
+	var stdout syncBuffer
+	stderr := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- runtimeMain(ctx, args, rtEnv(env), &stdout, stderr) }()
 	t.Cleanup(func() {
@@ -220,7 +201,7 @@ func TestRuntimeHostedEndToEnd(t *testing.T) {
 	env := map[string]string{"AUTH_MODE": "hosted", "HOSTED_AUTH_URL": jwks.URL() + "/auth", "HOSTED_TENANT_CLAIM": "acme"}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr rtBuffer
+	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- runtimeMain(ctx, []string{"--addr", "127.0.0.1:0", "--db", db}, rtEnv(env), &stdout, &stderr)

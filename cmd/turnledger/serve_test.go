@@ -12,31 +12,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/projection"
 )
-
-// serveOutput collects what `serve` prints, safe for concurrent use.
-type serveOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *serveOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *serveOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
 
 var servingOn = regexp.MustCompile(`serving on (http://127\.0\.0\.1:\d+)`)
 
@@ -46,7 +27,7 @@ var servingOn = regexp.MustCompile(`serving on (http://127\.0\.0\.1:\d+)`)
 func startServe(t *testing.T, dir string) (string, func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &serveOutput{}
+	out := &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--reap-interval", "50ms"}, out, out)
