@@ -148,22 +148,20 @@ type requestedBody struct {
 }
 
 func (s *Server) stopTurn(w http.ResponseWriter, c *call) error {
-	id, err := c.id("turn_id")
-	if err != nil {
-		return err
-	}
-	var b requestedBody
-	if err := s.decode(c, &b, false); err != nil {
-		return err
-	}
-	seq, err := s.engine.Execute(c.ctx, c.project, kernel.Stop{Common: c.common(b.Meta, b.Trace), TurnID: id, RequestedBy: b.RequestedBy})
-	if err != nil {
-		return err
-	}
-	return s.turnAfter(w, c, seq, id)
+	return s.manageTurn(w, c, func(common kernel.Common, id string, by kernel.AgentRef) kernel.Command {
+		return kernel.Stop{Common: common, TurnID: id, RequestedBy: by}
+	})
 }
 
 func (s *Server) resumeTurn(w http.ResponseWriter, c *call) error {
+	return s.manageTurn(w, c, func(common kernel.Common, id string, by kernel.AgentRef) kernel.Command {
+		return kernel.Resume{Common: common, TurnID: id, RequestedBy: by}
+	})
+}
+
+// manageTurn runs a management command of one Turn whose body is
+// {requested_by, meta, trace}, and answers with the Turn.
+func (s *Server) manageTurn(w http.ResponseWriter, c *call, cmd func(kernel.Common, string, kernel.AgentRef) kernel.Command) error {
 	id, err := c.id("turn_id")
 	if err != nil {
 		return err
@@ -172,7 +170,7 @@ func (s *Server) resumeTurn(w http.ResponseWriter, c *call) error {
 	if err := s.decode(c, &b, false); err != nil {
 		return err
 	}
-	seq, err := s.engine.Execute(c.ctx, c.project, kernel.Resume{Common: c.common(b.Meta, b.Trace), TurnID: id, RequestedBy: b.RequestedBy})
+	seq, err := s.engine.Execute(c.ctx, c.project, cmd(c.common(b.Meta, b.Trace), id, b.RequestedBy))
 	if err != nil {
 		return err
 	}
