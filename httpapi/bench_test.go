@@ -2,8 +2,11 @@ package httpapi_test
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/turnledger/turnledger/kernel"
 )
 
 // BenchmarkLifecycleHTTP measures one Turn's whole life over HTTP — dispatch,
@@ -40,20 +43,41 @@ func BenchmarkLifecycleHTTP(b *testing.B) {
 }
 
 // BenchmarkProjectFeedPageHTTP measures a feed page of 100 items read over
-// HTTP from the end of a ledger of 100k events.
+// HTTP at the end of a ledger of 100k events, of which 25k are the project's:
+// keyed by big-endian ledger_seq, a page costs O(limit) whatever the ledger's
+// length.
 func BenchmarkProjectFeedPageHTTP(b *testing.B) {
 	e := newEnv(b)
-	req := e.register("p1", "req", 1, "turns:dispatch", "projections:read")
-	e.register("p1", "w", 1)
-	// Fill the ledger through the engine directly: 100k heartbeats.
-	const events = 100_000
-	for i := 0; i < events; i++ {
-		e.must(req, "POST", "/v3r1/projects/p1/management/agents/req:heartbeat-presence", nil, 200)
+	reader := e.register("p1", "reader", 1, "projections:read")
+	// Fill the ledger through the engine: 4 projects at once, 100k events.
+	const events, projects = 100_000, 4
+	admin := kernel.Common{Caller: kernel.Caller{Admin: true}}
+	var wg sync.WaitGroup
+	for p := 0; p < projects; p++ {
+		project := fmt.Sprintf("p%d", p+1)
+		e.register(project, "w", 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < events/projects; i++ {
+				if _, err := e.engine.Execute(b.Context(), project, kernel.Heartbeat{Common: admin, AgentID: "w"}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
 	}
-	head, _ := e.ledger.Head(b.Context())
-	path := fmt.Sprintf("/v3r1/projects/p1/projection/feed?limit=100&after_ledger_seq=%d", head-100)
+	wg.Wait()
+	head, err := e.ledger.Head(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := e.store.WaitFor(b.Context(), head); err != nil {
+		b.Fatal(err)
+	}
+	path := fmt.Sprintf("/v3r1/projects/p1/projection/feed?limit=100&after_ledger_seq=%d", head-1000)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		e.must(req, "GET", path, nil, 200)
+		e.must(reader, "GET", path, nil, 200)
 	}
 }
