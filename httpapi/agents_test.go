@@ -1,8 +1,11 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/turnledger/turnledger/httpapi"
+	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/projection"
 )
 
@@ -711,4 +716,283 @@ func TestProjectionTurnOffersFilters(t *testing.T) {
 		wantStatus(t, "projection/turn-offers?"+q, e.do(a1, "GET", "/v3r1/projects/p1/projection/turn-offers?"+q, nil), 422, "ValidationError")
 	}
 	wantStatus(t, "projection/turn-offers without credentials", e.do(asNobody, "GET", "/v3r1/projects/p1/projection/turn-offers", nil), 401, "UnauthorizedError")
+}
+
+func registerBody(agent string, grants []string) map[string]any {
+	return map[string]any{
+		"spec": map[string]any{"agent_id": agent, "role": "worker", "description": "", "enabled": true, "accepts_work": true,
+			"capacity": 1, "capabilities": []string{"summarize"}, "grants": grants, "public_metadata": map[string]any{}},
+		"provenance": map[string]any{"kind": "registry", "external_ref": "ext-1", "payload_hash": "sha256:abc"},
+		"meta":       nil, "trace": nil,
+	}
+}
+
+func TestRegisterAgent(t *testing.T) {
+	e := newEnv(t)
+	registrar := e.register("p1", "registrar", 1, "agents:register")
+	plain := e.register("p1", "plain", 1)
+
+	var v projection.AgentView
+	e.must(registrar, "POST", "/v3r1/projects/p1/agents:register", registerBody("new", []string{"turns:dispatch"}), 200).decode(t, &v)
+	want := projection.ProvenanceView{Kind: "registry", ExternalRef: "ext-1", PayloadHash: ptrTo("sha256:abc")}
+	if v.AgentID != "new" || v.ProjectID != "p1" || !cmp.Equal(v.Grants, []string{"turns:dispatch"}) || !cmp.Equal(v.Provenance, want) {
+		t.Fatalf("register = %+v, want agent new with its grant and provenance", v)
+	}
+	// Registering again replaces the spec and keeps the drain.
+	e.must(asAdmin, "POST", "/v3r1/projects/p1/management/agents/new:drain", admissionBody("p1", "new", "registrar"), 200)
+	body := registerBody("new", []string{})
+	body["spec"].(map[string]any)["role"] = "reviewer"
+	e.must(asAdmin, "POST", "/v3r1/projects/p1/agents:register", body, 200).decode(t, &v)
+	if v.Role != "reviewer" || len(v.Grants) != 0 || !v.Drained {
+		t.Errorf("re-register = role %s grants %v drained %v, want reviewer, none, still drained", v.Role, v.Grants, v.Drained)
+	}
+
+	bad := func(change func(spec, body map[string]any)) map[string]any {
+		b := registerBody("bad", []string{})
+		change(b["spec"].(map[string]any), b)
+		return b
+	}
+	for _, tc := range []struct {
+		name   string
+		who    as
+		body   any
+		status int
+		err    string
+	}{
+		{"without the agents:register grant", plain, registerBody("x", []string{}), 403, "ForbiddenError"},
+		{"without credentials", asNobody, registerBody("x", []string{}), 401, "UnauthorizedError"},
+		{"agent id with a dot", asAdmin, bad(func(s, _ map[string]any) { s["agent_id"] = "a.b" }), 422, "ValidationError"},
+		{"unknown grant", asAdmin, bad(func(s, _ map[string]any) { s["grants"] = []string{"root"} }), 422, "ValidationError"},
+		{"negative capacity", asAdmin, bad(func(s, _ map[string]any) { s["capacity"] = -1 }), 422, "ValidationError"},
+		{"public_metadata an array", asAdmin, bad(func(s, _ map[string]any) { s["public_metadata"] = []any{} }), 422, "ValidationError"},
+		{"role with a space", asAdmin, bad(func(s, _ map[string]any) { s["role"] = "a b" }), 422, "ValidationError"},
+		{"capability with a space", asAdmin, bad(func(s, _ map[string]any) { s["capabilities"] = []string{"a b"} }), 422, "ValidationError"},
+		{"provenance kind missing", asAdmin, bad(func(_, b map[string]any) { b["provenance"] = map[string]any{"external_ref": ""} }), 422, "ValidationError"},
+		{"unknown spec field", asAdmin, bad(func(s, _ map[string]any) { s["owner"] = "me" }), 422, "ValidationError"},
+		{"enabled not a boolean", asAdmin, bad(func(s, _ map[string]any) { s["enabled"] = "yes" }), 422, "ValidationError"},
+	} {
+		wantStatus(t, "register "+tc.name, e.do(tc.who, "POST", "/v3r1/projects/p1/agents:register", tc.body), tc.status, tc.err)
+	}
+	var pg agentPage
+	e.must(asAdmin, "GET", "/v3r1/projects/p1/projection/agents", nil, 200).decode(t, &pg)
+	if diff := cmp.Diff([]string{"new", "plain", "registrar"}, ids(pg.Items, func(v projection.AgentView) string { return v.AgentID })); diff != "" {
+		t.Errorf("agents after refused registrations (-want +got):\n%s", diff)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+type credentialList struct {
+	ProjectID string              `json:"project_id"`
+	AgentID   string              `json:"agent_id"`
+	Items     []credentialSummary `json:"items"`
+}
+
+func (e *env) credentials(who as, agent string) credentialList {
+	e.t.Helper()
+	var l credentialList
+	r := e.must(who, "GET", "/v3r1/projects/p1/agents/"+agent+"/credentials", nil, 200)
+	if strings.Contains(string(r.body), "token") {
+		e.t.Errorf("credential list of %s mentions a token: %s", agent, r.body)
+	}
+	r.decode(e.t, &l)
+	return l
+}
+
+func statuses(l credentialList) map[string]string {
+	m := map[string]string{}
+	for _, c := range l.Items {
+		m[c.CredentialID] = c.Status
+	}
+	return m
+}
+
+func TestCredentials(t *testing.T) {
+	e := newEnv(t)
+	issuer := e.register("p1", "issuer", 1, "credentials:issue")
+	credAdmin := e.register("p1", "cadmin", 1, "credentials:admin")
+	other := e.register("p1", "other", 1)
+	e.registerSpec("p1", agentSpec{id: "w", enabled: true, acceptsWork: true, capacity: 1})
+
+	// Issue needs credentials:issue; the token is returned this once.
+	var got struct {
+		Credential credentialSummary `json:"credential"`
+		Token      string            `json:"token"`
+	}
+	issueW := "/v3r1/projects/p1/agents/w/credentials:issue"
+	e.must(issuer, "POST", issueW, map[string]any{"meta": map[string]any{"note": "first"}, "trace": nil}, 200).decode(t, &got)
+	now := e.clock.Now()
+	wantCred := credentialSummary{CredentialID: got.Credential.CredentialID, ProjectID: "p1", AgentID: "w", Status: "active",
+		IssuedAt: now, ExpiresAt: now.Add(30 * 24 * time.Hour)}
+	if diff := cmp.Diff(wantCred, got.Credential); diff != "" || got.Token == "" || got.Credential.CredentialID == "" {
+		t.Fatalf("issue = token %q, credential (-want +got):\n%s", got.Token, diff)
+	}
+	w := as{project: "p1", agent: "w", token: got.Token}
+	e.must(w, "GET", "/v3r1/projects/p1/agents/w", nil, 200)
+
+	wantStatus(t, "issue for itself without the grant", e.do(w, "POST", issueW, nil), 403, "ForbiddenError")
+	wantStatus(t, "issue by credentials:admin without credentials:issue", e.do(credAdmin, "POST", issueW, nil), 403, "ForbiddenError")
+	wantStatus(t, "issue by another agent without the grant", e.do(other, "POST", issueW, nil), 403, "ForbiddenError")
+	wantStatus(t, "issue without credentials", e.do(asNobody, "POST", issueW, nil), 401, "UnauthorizedError")
+	wantStatus(t, "issue for an unknown agent", e.do(issuer, "POST", "/v3r1/projects/p1/agents/ghost/credentials:issue", nil), 404, "NotFoundError")
+	wantStatus(t, "issue with an unknown body field", e.do(issuer, "POST", issueW, map[string]any{"ttl": 5}), 422, "ValidationError")
+
+	_, second := e.issueFor("p1", "w")
+	// List: the agent itself, credentials:admin, the admin. Never a token.
+	for _, who := range []as{w, credAdmin, asAdmin} {
+		l := e.credentials(who, "w")
+		if diff := cmp.Diff(map[string]string{got.Credential.CredentialID: "active", second.CredentialID: "active"}, statuses(l)); diff != "" || l.ProjectID != "p1" || l.AgentID != "w" {
+			t.Errorf("credentials of w as %q (-want +got):\n%s", who.agent, diff)
+		}
+	}
+	wantStatus(t, "list another agent's credentials", e.do(other, "GET", "/v3r1/projects/p1/agents/w/credentials", nil), 403, "ForbiddenError")
+	wantStatus(t, "list with credentials:issue only", e.do(issuer, "GET", "/v3r1/projects/p1/agents/w/credentials", nil), 403, "ForbiddenError")
+	wantStatus(t, "list without credentials", e.do(asNobody, "GET", "/v3r1/projects/p1/agents/w/credentials", nil), 401, "UnauthorizedError")
+	wantStatus(t, "list of an unknown agent", e.do(asAdmin, "GET", "/v3r1/projects/p1/agents/ghost/credentials", nil), 404, "NotFoundError")
+
+	// Revoke: the agent itself or credentials:admin.
+	revoke := func(agent, cred string) string {
+		return "/v3r1/projects/p1/agents/" + agent + "/credentials/" + cred + ":revoke"
+	}
+	wantStatus(t, "revoke by another agent", e.do(other, "POST", revoke("w", second.CredentialID), nil), 403, "ForbiddenError")
+	wantStatus(t, "revoke of an unknown credential", e.do(asAdmin, "POST", revoke("w", "cred_ghost"), nil), 404, "NotFoundError")
+	wantStatus(t, "revoke of w's credential under another agent", e.do(asAdmin, "POST", revoke("other", second.CredentialID), nil), 404, "NotFoundError")
+	wantStatus(t, "revoke without credentials", e.do(asNobody, "POST", revoke("w", second.CredentialID), nil), 401, "UnauthorizedError")
+	if diff := cmp.Diff(map[string]string{got.Credential.CredentialID: "active", second.CredentialID: "active"}, statuses(e.credentials(asAdmin, "w"))); diff != "" {
+		t.Errorf("credentials after refused revokes (-want +got):\n%s", diff)
+	}
+	r := e.must(credAdmin, "POST", revoke("w", second.CredentialID), map[string]any{"meta": map[string]any{"reason": "rotated"}}, 200)
+	if compactJSON(t, r.body) != `{"ok":true}` {
+		t.Errorf("revoke = %s, want {\"ok\":true}", r.body)
+	}
+	e.must(credAdmin, "POST", revoke("w", second.CredentialID), nil, 200) // again: nothing changes
+	e.must(w, "POST", revoke("w", got.Credential.CredentialID), nil, 200)
+	// The revoked credential stops working on the very next request.
+	wantStatus(t, "request with a revoked credential", e.do(w, "GET", "/v3r1/projects/p1/agents/w", nil), 401, "UnauthorizedError")
+	if diff := cmp.Diff(map[string]string{got.Credential.CredentialID: "revoked", second.CredentialID: "revoked"}, statuses(e.credentials(credAdmin, "w"))); diff != "" {
+		t.Errorf("statuses after revokes (-want +got):\n%s", diff)
+	}
+
+	// Expiry: a credential lives 30 days.
+	fresh, third := e.issueFor("p1", "w")
+	e.clock.Advance(30*24*time.Hour - time.Second)
+	e.must(fresh, "GET", "/v3r1/projects/p1/agents/w", nil, 200)
+	if s := statuses(e.credentials(fresh, "w"))[third.CredentialID]; s != "active" {
+		t.Errorf("status 1s before expiry = %s, want active", s)
+	}
+	e.clock.Advance(time.Second)
+	wantStatus(t, "request with an expired credential", e.do(fresh, "GET", "/v3r1/projects/p1/agents/w", nil), 401, "UnauthorizedError")
+	if diff := cmp.Diff(map[string]string{got.Credential.CredentialID: "revoked", second.CredentialID: "revoked", third.CredentialID: "expired"},
+		statuses(e.credentials(asAdmin, "w"))); diff != "" {
+		t.Errorf("statuses after expiry (-want +got):\n%s", diff)
+	}
+}
+
+func TestThreeHeaderAuthentication(t *testing.T) {
+	e := newEnv(t)
+	w := e.register("p1", "w", 1)
+	other := e.register("p1", "other", 1)
+	e.register("p2", "w", 1)
+	revoked, revokedCred := e.issueFor("p1", "w")
+	e.must(asAdmin, "POST", "/v3r1/projects/p1/agents/w/credentials/"+revokedCred.CredentialID+":revoke", nil, 200)
+	expiring, _ := e.issueFor("p1", "other")
+
+	const path = "/v3r1/projects/p1/agents/w"
+	send := func(headers map[string]string) response {
+		t.Helper()
+		req, err := http.NewRequest("GET", e.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return response{status: resp.StatusCode, body: body}
+	}
+	hdr := func(project, agent, auth string) map[string]string {
+		h := map[string]string{}
+		if project != "" {
+			h[httpapi.HeaderProject] = project
+		}
+		if agent != "" {
+			h[httpapi.HeaderAgent] = agent
+		}
+		if auth != "" {
+			h["Authorization"] = auth
+		}
+		return h
+	}
+	if r := send(hdr("p1", "w", "Bearer "+w.token)); r.status != 200 {
+		t.Fatalf("valid three headers = %d %s, want 200", r.status, r.body)
+	}
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		status  int
+		err     string
+	}{
+		{"no headers", hdr("", "", ""), 401, "UnauthorizedError"},
+		{"bearer only", hdr("", "", "Bearer "+w.token), 401, "UnauthorizedError"},
+		{"no bearer", hdr("p1", "w", ""), 401, "UnauthorizedError"},
+		{"not a bearer", hdr("p1", "w", "Basic "+w.token), 401, "UnauthorizedError"},
+		{"empty bearer", hdr("p1", "w", "Bearer "), 401, "UnauthorizedError"},
+		{"no project header", hdr("", "w", "Bearer "+w.token), 401, "UnauthorizedError"},
+		{"no agent header", hdr("p1", "", "Bearer "+w.token), 401, "UnauthorizedError"},
+		{"project header of another project", hdr("p2", "w", "Bearer "+w.token), 403, "ForbiddenError"},
+		{"agent header of another agent", hdr("p1", "other", "Bearer "+w.token), 401, "UnauthorizedError"},
+		{"agent header not an id", hdr("p1", "w.x", "Bearer "+w.token), 401, "UnauthorizedError"},
+		{"unknown agent", hdr("p1", "ghost", "Bearer "+w.token), 401, "UnauthorizedError"},
+		{"invalid token", hdr("p1", "w", "Bearer tla_not-a-token"), 401, "UnauthorizedError"},
+		{"token of another agent", hdr("p1", "w", "Bearer "+other.token), 401, "UnauthorizedError"},
+		{"revoked token", hdr("p1", "w", "Bearer "+revoked.token), 401, "UnauthorizedError"},
+		{"the admin token with agent headers", hdr("p1", "w", "Bearer "+adminToken), 401, "UnauthorizedError"},
+	} {
+		wantStatus(t, tc.name, send(tc.headers), tc.status, tc.err)
+	}
+	// A token of p1's agent w says nothing in p2, whose w is another agent.
+	wantStatus(t, "p1's token in p2", e.do(as{project: "p2", agent: "w", token: w.token}, "GET", "/v3r1/projects/p2/agents/w", nil), 401, "UnauthorizedError")
+
+	// A valid credential without the grant a route needs is 403.
+	wantStatus(t, "project feed without projections:read", e.do(w, "GET", "/v3r1/projects/p1/projection/feed", nil), 403, "ForbiddenError")
+	wantStatus(t, "dispatch without turns:dispatch", e.do(w, "POST", "/v3r1/projects/p1/turns:dispatch", dispatchBody("p1", "w", "other", "k", map[string]any{})), 403, "ForbiddenError")
+	wantStatus(t, "drain without management", e.do(w, "POST", "/v3r1/projects/p1/management/agents/other:drain", admissionBody("p1", "other", "w")), 403, "ForbiddenError")
+
+	e.clock.Advance(30 * 24 * time.Hour)
+	wantStatus(t, "expired token", e.do(expiring, "GET", path, nil), 401, "UnauthorizedError")
+}
+
+func TestRevokedCredentialRefusedOnAnotherInstance(t *testing.T) {
+	srv := natstest.Start(t)
+	clk := &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	a := newEnvOn(t, srv.ClientURL(), clk)
+	b := newEnvOn(t, srv.ClientURL(), clk)
+
+	w := a.register("p1", "w", 1)
+	cred := credentialID(t, func() []projection.FeedItem {
+		items, _ := a.readFeed(asAdmin, "/v3r1/projects/p1/agents/w/feed", 50)
+		return items
+	}(), 0)
+	// Instance b catches up, then serves w: a read and a write.
+	head, err := a.ledger.Head(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.store.WaitFor(ctx, head); err != nil {
+		t.Fatalf("instance b's projections did not reach ledger_seq %d: %v", head, err)
+	}
+	b.must(w, "GET", "/v3r1/projects/p1/agents/w", nil, 200)
+	b.must(w, "POST", "/v3r1/projects/p1/management/agents/w:heartbeat-presence", nil, 200)
+
+	a.must(asAdmin, "POST", "/v3r1/projects/p1/agents/w/credentials/"+cred+":revoke", nil, 200)
+	wantStatus(t, "read through instance b right after a revoke through a", b.do(w, "GET", "/v3r1/projects/p1/agents/w", nil), 401, "UnauthorizedError")
+	wantStatus(t, "write through instance b right after a revoke through a", b.do(w, "POST", "/v3r1/projects/p1/management/agents/w:heartbeat-presence", nil), 401, "UnauthorizedError")
+	wantStatus(t, "read through instance a", a.do(w, "GET", "/v3r1/projects/p1/agents/w", nil), 401, "UnauthorizedError")
 }
