@@ -414,3 +414,83 @@ func TestSingleUseInviteRedeemedConcurrently(t *testing.T) {
 		t.Errorf("the ledger holds %d invite.redeemed events, want 1: %v", redeemed, fmt.Sprint(feedTypes(items)))
 	}
 }
+
+// joinScenario is what the join scenario leaves behind for later checks.
+type joinScenario struct {
+	req, newbie as
+	credential  string // the newbie's credential id
+	turnID      string
+	secrets     []string // every secret the scenario saw
+}
+
+// runJoinScenario: a newly joined agent redeems an invite, authenticates with
+// its token, claims and finishes a Turn dispatched to it, then has its
+// credential revoked and is refused.
+func (e *env) runJoinScenario(t *testing.T) joinScenario {
+	t.Helper()
+	var s joinScenario
+	s.req = e.register("p1", "req", 1, "turns:dispatch")
+	s.secrets = append(s.secrets, adminToken, s.req.token)
+
+	_, code := e.createInvite("p1", inviteBody("newbie", nil))
+	s.secrets = append(s.secrets, code)
+	m := decodeMaterial(t, e.must(asNobody, "POST", redeemRoute, map[string]any{"join_code": code}, 200))
+	s.secrets = append(s.secrets, m.Token)
+	s.newbie, s.credential = as{project: "p1", agent: "newbie", token: m.Token}, m.Credential.CredentialID
+
+	// It authenticates with its token.
+	if v := e.agentView(s.newbie, "p1", "newbie"); v.AgentID != "newbie" || !v.Admitting {
+		t.Fatalf("the joined agent's snapshot = %+v, want newbie admitting work", v)
+	}
+	e.must(s.newbie, "POST", "/v3r1/projects/p1/management/agents/newbie:heartbeat-presence", nil, 200)
+
+	// It claims and finishes a Turn dispatched to it.
+	s.turnID = e.dispatch(s.req, "newbie", "scenario").TurnID
+	c := e.claim(s.newbie)
+	if c == nil || c.Turn.TurnID != s.turnID {
+		t.Fatalf("the joined agent's claim = %+v, want turn %s", c, s.turnID)
+	}
+	s.secrets = append(s.secrets, c.Claim.Token)
+	e.must(s.newbie, "POST", "/v3r1/projects/p1/turns/"+s.turnID+"/semantic-records", map[string]any{
+		"claim": c.Claim, "role": "note", "payload": map[string]any{"progress": "half"}, "meta": nil, "trace": nil}, 200)
+	var fin turn
+	e.must(s.newbie, "POST", "/v3r1/projects/p1/turns/"+s.turnID+":finish", map[string]any{
+		"claim": c.Claim, "outcome": "succeeded", "final_payload": map[string]any{"summary": "done"}, "final_record_role": "final",
+		"meta": nil, "trace": nil}, 200).decode(t, &fin)
+	if fin.State != "finished" || fin.Outcome == nil || *fin.Outcome != "succeeded" {
+		t.Fatalf("finish = %+v, want finished, succeeded", fin)
+	}
+	var seen turn
+	e.must(s.req, "GET", "/v3r1/projects/p1/turns/"+s.turnID, nil, 200).decode(t, &seen)
+	if seen.State != "finished" || seen.LastTurnSeq != 2 {
+		t.Fatalf("the requester sees the Turn as %+v, want finished with 2 records", seen)
+	}
+
+	// Its credential is revoked, and it is refused.
+	e.must(asAdmin, "POST", "/v3r1/projects/p1/agents/newbie/credentials/"+s.credential+":revoke", nil, 200)
+	for _, r := range []struct{ method, path string }{
+		{"GET", "/v3r1/projects/p1/agents/newbie"},
+		{"GET", "/v3r1/projects/p1/agents/newbie/feed"},
+		{"POST", "/v3r1/projects/p1/management/agents/newbie:heartbeat-presence"},
+	} {
+		wantStatus(t, "revoked agent "+r.method+" "+r.path, e.do(s.newbie, r.method, r.path, nil), 401, "UnauthorizedError")
+	}
+	r := e.do(s.newbie, "POST", "/v3r1/projects/p1/agents/newbie/claims:claim", map[string]any{"agent": ref("p1", "newbie"), "meta": nil, "trace": nil})
+	wantStatus(t, "revoked agent claims", r, 401, "UnauthorizedError")
+	return s
+}
+
+func TestJoinedAgentScenario(t *testing.T) {
+	e := newEnv(t)
+	s := e.runJoinScenario(t)
+	// The refusals changed nothing: the credential is revoked, the Turn finished.
+	if got := statuses(e.credentials(asAdmin, "newbie")); !cmp.Equal(got, map[string]string{s.credential: "revoked"}) {
+		t.Errorf("credentials of newbie = %v, want %s revoked", got, s.credential)
+	}
+	items, _ := e.readFeed(asAdmin, "/v3r1/projects/p1/agents/newbie/feed", 100)
+	want := []string{"invite.created", "agent.registered", "invite.redeemed", "agent.heartbeat", "turn.dispatched",
+		"turn.claimed", "turn.record_appended", "turn.finished", "credential.revoked"}
+	if diff := cmp.Diff(want, feedTypes(items)); diff != "" {
+		t.Errorf("feed of the joined agent (-want +got):\n%s", diff)
+	}
+}
