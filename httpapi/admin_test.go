@@ -2,10 +2,14 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
@@ -13,7 +17,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/internal/natstest"
+	"github.com/turnledger/turnledger/kernel"
+	"github.com/turnledger/turnledger/ledger"
 	"github.com/turnledger/turnledger/projection"
 )
 
@@ -492,5 +499,64 @@ func TestJoinedAgentScenario(t *testing.T) {
 		"turn.claimed", "turn.record_appended", "turn.finished", "credential.revoked"}
 	if diff := cmp.Diff(want, feedTypes(items)); diff != "" {
 		t.Errorf("feed of the joined agent (-want +got):\n%s", diff)
+	}
+}
+
+// newStalledInstance starts an instance on natsURL whose projections never
+// follow the ledger (no projector runs), and whose commands wait for them
+// only briefly: an instance whose reads lag as far behind as can be.
+func newStalledInstance(t *testing.T, natsURL string, clk *clock) string {
+	t.Helper()
+	lcfg := ledger.DefaultConfig()
+	lcfg.Storage = ledger.MemoryStorage
+	l, err := ledger.Open(context.Background(), natstest.ConnectURL(t, natsURL), lcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg := projection.DefaultConfig()
+	pcfg.NoSync, pcfg.Now = true, clk.Now
+	store, err := projection.Open(filepath.Join(t.TempDir(), "stalled.db"), pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	kcfg := kernel.DefaultConfig()
+	kcfg.Now = clk.Now
+	engine, err := kernel.NewEngine(l, kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hcfg := httpapi.DefaultConfig()
+	hcfg.AdminTokenHash, hcfg.Now, hcfg.WaitTimeout = kernel.HashSecret(adminToken), clk.Now, 100*time.Millisecond
+	hcfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	api, err := httpapi.New(engine, store, hcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(api)
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// TestCredentialTokensRequestKeepsSpecOnALaggingInstance: whether the agent
+// exists is decided on the ledger, not on the instance's projections, so an
+// instance whose projections lag never re-registers an agent with defaults.
+func TestCredentialTokensRequestKeepsSpecOnALaggingInstance(t *testing.T) {
+	srv := natstest.Start(t)
+	clk := &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	a := newEnvOn(t, srv.ClientURL(), clk)
+	stalled := &env{t: t, url: newStalledInstance(t, srv.ClientURL(), clk), clock: clk}
+	a.registerSpec("p1", agentSpec{id: "boot", role: "bootstrapper", enabled: true, acceptsWork: true, capacity: 3, grants: []string{"turns:dispatch"}})
+
+	// The stalled instance issues the credential on the ledger, then cannot
+	// show it: its projections never get there.
+	wantStatus(t, "request on the stalled instance", stalled.do(asAdmin, "POST", "/admin/v1/projects/p1/agent-credential-tokens:request",
+		map[string]any{"agent_id": "boot"}), 503, "ServiceUnavailableError")
+	items, _ := a.readFeed(asAdmin, "/v3r1/projects/p1/agents/boot/feed", 50)
+	if diff := cmp.Diff([]string{"agent.registered", "credential.issued"}, feedTypes(items)); diff != "" {
+		t.Errorf("feed of boot (-want +got):\n%s", diff)
+	}
+	if v := a.agentView(asAdmin, "p1", "boot"); v.Role != "bootstrapper" || v.Capacity != 3 {
+		t.Errorf("boot after the request = role %s capacity %d, want its spec kept (bootstrapper, 3)", v.Role, v.Capacity)
 	}
 }
