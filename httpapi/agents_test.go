@@ -322,7 +322,10 @@ func TestHeartbeatPresence(t *testing.T) {
 		t.Errorf("empty-body heartbeat = presence %s last_seen_at %v, want online, now", v.Presence, v.LastSeenAt)
 	}
 	// A manager may record another agent's presence; other agents may not.
-	e.must(mgr, "POST", "/v3r1/projects/p1/management/agents/other:heartbeat-presence", nil, 200)
+	e.must(mgr, "POST", "/v3r1/projects/p1/management/agents/other:heartbeat-presence", nil, 200).decode(t, &v)
+	if v.AgentID != "other" || v.Presence != "online" || !v.LastSeenAt.Equal(e.clock.Now()) {
+		t.Errorf("heartbeat for other by a manager = %s presence %s last_seen_at %v, want other online now", v.AgentID, v.Presence, v.LastSeenAt)
+	}
 	wantStatus(t, "heartbeat for another agent", e.do(other, "POST", "/v3r1/projects/p1/management/agents/w:heartbeat-presence", nil), 403, "ForbiddenError")
 	wantStatus(t, "heartbeat naming another project", e.do(w, "POST", "/v3r1/projects/p1/management/agents/w:heartbeat-presence",
 		map[string]any{"agent": ref("p2", "w")}), 403, "ForbiddenError")
