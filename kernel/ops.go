@@ -282,9 +282,9 @@ type Redeemed struct {
 // RedeemInvite redeems a join code: it registers the invited agent if it is
 // new (an agent.registered event with provenance join_invite, appended
 // before the invite.redeemed event), issues a credential and returns its
-// token once. A single-use invite is
-// redeemed once however many redeem it at the same moment: the project's lock
-// and the ledger's expectation serialise them.
+// token once. A single-use invite is redeemed once however many redeem it at
+// the same moment: the project's lock and the ledger's expectation serialise
+// them.
 func (e *Engine) RedeemInvite(ctx context.Context, code string) (Redeemed, error) {
 	rest, ok := strings.CutPrefix(code, JoinCodePrefix)
 	project, _, ok2 := strings.Cut(rest, ".")
