@@ -92,7 +92,17 @@ func (s *Server) requestCredentialTokens(w http.ResponseWriter, c *call) error {
 	if !kernel.ValidID(b.AgentID) {
 		return kernel.Errorf(kernel.Validation, "agent_id must be 1 to 128 letters, digits, '_' or '-'")
 	}
-	if _, err := s.store.Agent(c.project, b.AgentID, s.cfg.Now()); b.Spec != nil || err != nil {
+	// Whether the agent exists is read from the write model, caught up with
+	// the ledger: a projection behind another instance's registration would
+	// have the agent re-registered with the default spec.
+	exists := false
+	if err := s.engine.View(c.ctx, c.project, func(p *kernel.Project) error {
+		exists = p.Agents[b.AgentID] != nil
+		return nil
+	}); err != nil {
+		return err
+	}
+	if b.Spec != nil || !exists {
 		prov := kernel.Provenance{Kind: "admin_bootstrap"}
 		if b.Provenance != nil {
 			prov = *b.Provenance

@@ -264,6 +264,10 @@ func (e *Engine) CreateInvite(ctx context.Context, project string, c Common, inv
 	return CreatedInvite{Invite: inv, Code: code, Seq: seq}, nil
 }
 
+// ProvenanceJoinInvite is the provenance kind of an agent registered by
+// redeeming a join invite; its external_ref is the invite id.
+const ProvenanceJoinInvite = "join_invite"
+
 // JoinCodePrefix starts every join code. A code reads
 // "tlj.<project_id>.<secret>": the project it joins is not secret; the rest is.
 const JoinCodePrefix = "tlj."
@@ -276,9 +280,11 @@ type Redeemed struct {
 }
 
 // RedeemInvite redeems a join code: it registers the invited agent if it is
-// new, issues a credential and returns its token once. A single-use invite is
-// redeemed once however many redeem it at the same moment: the project's lock
-// and the ledger's expectation serialise them.
+// new (an agent.registered event with provenance join_invite, appended
+// before the invite.redeemed event), issues a credential and returns its
+// token once. A single-use invite is redeemed once however many redeem it at
+// the same moment: the project's lock and the ledger's expectation serialise
+// them.
 func (e *Engine) RedeemInvite(ctx context.Context, code string) (Redeemed, error) {
 	rest, ok := strings.CutPrefix(code, JoinCodePrefix)
 	project, _, ok2 := strings.Cut(rest, ".")
@@ -296,7 +302,22 @@ func (e *Engine) RedeemInvite(ctx context.Context, code string) (Redeemed, error
 	var out Redeemed
 	err = e.with(ctx, project, true, func(p *Project) error {
 		expires := e.cfg.Now().UTC().Add(e.cfg.CredentialTTL).Truncate(time.Second)
-		seq, err := e.execute(ctx, p, RedeemInvite{CodeHash: HashSecret(code), CredentialID: id, TokenHash: HashSecret(token), ExpiresAt: expires})
+		cmd := RedeemInvite{CodeHash: HashSecret(code), CredentialID: id, TokenHash: HashSecret(token), ExpiresAt: expires}
+		// An invited agent that is new is registered first, with the
+		// invite's spec, by an agent.registered event of its own, so that
+		// every read model knows it. Only a code that would redeem now
+		// does so; should the redeem then fail, the invite is still unspent.
+		if _, err := Decide(p, cmd, e.cfg.Now()); err != nil {
+			return err
+		}
+		if inv := p.Invites[p.InviteCodes[cmd.CodeHash]]; p.Agents[inv.Data.AgentID] == nil {
+			reg := RegisterAgent{Common: Common{Caller: Caller{Admin: true, System: true}}, Spec: inv.Data.Spec,
+				Provenance: Provenance{Kind: ProvenanceJoinInvite, ExternalRef: inv.Data.InviteID}}
+			if _, err := e.execute(ctx, p, reg); err != nil {
+				return err
+			}
+		}
+		seq, err := e.execute(ctx, p, cmd)
 		if err != nil {
 			return err
 		}

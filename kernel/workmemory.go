@@ -10,9 +10,10 @@ import (
 const WorkMemoryKind = "agent_work_memory_report_manifest.v1"
 
 // ParseWorkMemoryReport decodes a work-memory report manifest exactly as the
-// contract states it: the listed fields and no others, records shaped as
-// {role, payload, source_refs}, and no `meta` key anywhere in the manifest —
-// operation metadata is trusted service-side context, never agent input.
+// contract states it: every listed field present and no others, records
+// shaped as {role, payload, source_refs}, and no `meta` key anywhere in the
+// manifest — operation metadata is trusted service-side context, never agent
+// input.
 func ParseWorkMemoryReport(raw []byte) (WorkMemoryReport, error) {
 	var r WorkMemoryReport
 	if path, ok := findKey(raw, "meta"); ok {
@@ -23,8 +24,20 @@ func ParseWorkMemoryReport(raw []byte) (WorkMemoryReport, error) {
 	if err := dec.Decode(&r); err != nil {
 		return r, invalid("malformed work-memory report manifest: %v", err)
 	}
+	var present map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &present); err != nil {
+		return r, invalid("malformed work-memory report manifest: %v", err)
+	}
+	for _, k := range manifestFields {
+		if _, ok := present[k]; !ok {
+			return r, invalid("the manifest lacks %s: every field is required (final_payload may be null)", k)
+		}
+	}
 	return r, nil
 }
+
+// manifestFields are the fields of a manifest, every one required.
+var manifestFields = []string{"kind", "request_id", "summary", "records", "final_payload", "declared_project_id", "declared_agent_id"}
 
 // checkReport enforces the manifest's rules against the caller.
 func checkReport(r WorkMemoryReport, project, agent string) error {
