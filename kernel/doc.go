@@ -67,6 +67,10 @@
 //	management          drain and resume agents; stop and resume any Turn; presence and metadata of any agent
 //	projections:read    read every Turn, feed and projection of the project
 //
+// credentials:issue and agents:register are as strong as every grant
+// together: the first issues a credential for any agent and so acts as it, the
+// second re-registers any agent (itself included) with any grants.
+//
 // Without grants an agent reads the agent directory and Turn offers, its own
 // feed, credentials and Turns (those it dispatched or that target it), claims
 // its own Turns, works under its claims, sends its own presence and metadata,

@@ -144,7 +144,17 @@ func (e *Engine) with(ctx context.Context, project string, fresh bool, fn func(*
 			return err
 		}
 	}
-	return fn(s.p)
+	err := fn(s.p)
+	if s.p.Seq == 0 {
+		// The project has no events: keep nothing for it, so that requests
+		// naming made-up projects leave no state behind.
+		e.mu.Lock()
+		if e.projects[project] == s {
+			delete(e.projects, project)
+		}
+		e.mu.Unlock()
+	}
+	return err
 }
 
 // behind reports whether the ledger holds events of the project that p has

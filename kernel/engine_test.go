@@ -186,3 +186,22 @@ func TestEngineRefusesBadProjectIDs(t *testing.T) {
 	}
 	_ = time.Second
 }
+
+// TestEngineKeepsNoStateForEmptyProjects: requests that name projects with no
+// events (made-up ones, in failed logins or redemptions) leave nothing behind.
+func TestEngineKeepsNoStateForEmptyProjects(t *testing.T) {
+	engines, _ := newEngines(t, 1)
+	e := engines[0]
+	register(t, e, "worker", 1)
+	for i := 0; i < 50; i++ {
+		if _, err := e.Authenticate(t.Context(), fmt.Sprintf("bogus%d", i), "agent", "tla_x"); kernel.ErrorKind(err) != kernel.Unauthorized {
+			t.Fatalf("Authenticate in a made-up project = %v, want %s", err, kernel.Unauthorized)
+		}
+		if _, err := e.RedeemInvite(t.Context(), fmt.Sprintf("tlj.bogus%d.x", i)); kernel.ErrorKind(err) != kernel.Unauthorized {
+			t.Fatalf("RedeemInvite in a made-up project = %v, want %s", err, kernel.Unauthorized)
+		}
+	}
+	if got := e.Projects(); len(got) != 1 || got[0] != "p1" {
+		t.Errorf("Projects() = %v, want [p1]", got)
+	}
+}
