@@ -307,7 +307,7 @@ func TestMonitorWatchesRealEngineHealth(t *testing.T) {
 	base, stop := startEngine(t, dir, "127.0.0.1:0")
 	t.Setenv(e2eTokenEnv, engineAdminToken(t, dir))
 	t.Setenv("TL_E2E_WRONG_TOKEN", "tladm_not-the-token")
-	mon := startEngineMonitor(t, base, []string{"p1"},
+	mon := startEngineMonitor(t, base, []string{"p1", "p-misspelt"},
 		[]map[string]any{{"id": "engine-wrong-token", "kind": "turnledger", "url": base, "admin_token_env": "TL_E2E_WRONG_TOKEN", "projects": []string{"p1"}}},
 		e2eQ("ready", "ready", map[string]any{"kind": "query_fails"}),
 		e2eQ("head", "ledger_head", map[string]any{"kind": "value_range", "column": "ledger_head", "min": 1}),
@@ -360,8 +360,9 @@ func TestMonitorWatchesRealEngineHealth(t *testing.T) {
 	mon.do("POST", fmt.Sprintf("/api/errors/%d/resolve", headErr.Error.ID), nil, 409, nil)
 	mon.do("POST", "/api/errors/999/resolve", nil, 404, nil)
 
-	// The admin bearer is proved against the engine: the right token reads
-	// the Turn projection, a wrong one gets the engine's 401.
+	// The admin bearer is proved against the engine on every project: the
+	// right token reads, a wrong one gets the engine's 401. A project the
+	// engine has never seen reads as empty, so it is named.
 	var ct struct {
 		OK      bool           `json:"ok"`
 		Error   string         `json:"error"`
@@ -370,6 +371,9 @@ func TestMonitorWatchesRealEngineHealth(t *testing.T) {
 	mon.do("POST", "/api/connections/engine/test", nil, 200, &ct)
 	if !ct.OK || ct.Details["ledger_head"] != head || ct.Details["status"] != "ready" {
 		t.Errorf("test connection engine = %+v, want ok, ready, ledger_head %v", ct, head)
+	}
+	if diff := cmp.Diff([]any{"p-misspelt"}, ct.Details["projects_without_agents"]); diff != "" {
+		t.Errorf("test connection engine: projects_without_agents (-want +got):\n%s", diff)
 	}
 	ct.Details = nil
 	mon.do("POST", "/api/connections/engine-wrong-token/test", nil, 200, &ct)
@@ -480,7 +484,7 @@ func TestMonitorSeesAStuckProjector(t *testing.T) {
 		return code == http.StatusServiceUnavailable
 	})
 
-	notReady := mon.mustFail("ready", `engine is not ready: status "not_ready"`)
+	notReady := mon.mustFail("ready", fmt.Sprintf(`engine is not ready: status "not_ready" (projector failing: ledger: event at ledger_seq %d: `, ack.Sequence))
 	if !notReady.Run.ErrorOpened {
 		t.Errorf("run ready on a stuck projector = %+v, want an error opened", notReady.Run)
 	}
@@ -687,5 +691,52 @@ func TestMonitorSchedulerWatchesARealEngine(t *testing.T) {
 	mon.do("GET", "/api/queries/stops", nil, 200, &detail)
 	if len(detail.RecentRuns) < 2 || detail.RecentRuns[0].Trigger != "schedule" {
 		t.Errorf("recent runs of stops = %+v, want at least two scheduled runs", detail.RecentRuns)
+	}
+}
+
+// TestMonitorAfterTheReaper runs the Turn checks against an engine whose
+// reaper is on: once it has released the expired claims, `expired_claims`
+// finds nothing, and the Turn whose stop was requested is finished as
+// stopped, which serves the stop request.
+func TestMonitorAfterTheReaper(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := startEngine(t, dir, "127.0.0.1:0", "--claim-ttl", "2s", "--reap-interval", "50ms")
+	t.Setenv(e2eTokenEnv, engineAdminToken(t, dir))
+	mon := startEngineMonitor(t, base, []string{"p1"}, nil,
+		e2eQ("expired", "expired_claims", map[string]any{"kind": "row_count", "op": ">", "value": 0}),
+		e2eQ("stops", "unserved_stop_requests", map[string]any{"kind": "row_count", "op": ">", "value": 0}))
+	admin := adminClient(t, base, dir)
+	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch")
+	w := agentClient(t, admin, "p1", "worker", 2)
+	stopped, requeued := dispatchTurn(t, req, "worker", "stopped"), dispatchTurn(t, req, "worker", "requeued")
+	claimTurn(t, w, "worker")
+	claimTurn(t, w, "worker")
+	req.call("POST", "/v3r1/projects/p1/management/turns/"+stopped+":stop", map[string]any{"requested_by": agentRef("p1", "req")}, 200)
+	a := mon.mustFail("stops", "row count 1 > 0")
+	if a.Result.Rows[0]["turn_id"] != stopped {
+		t.Errorf("run stops: rows = %+v, want %s", a.Result.Rows, stopped)
+	}
+
+	waitUntil(t, "the reaper to release both claims", func() bool {
+		_, rz := engineReadyz(t, base)
+		return readyzField(rz, "reaper", "released_total") == 2.0
+	})
+	mon.mustPassClean("expired")
+	if p := mon.mustPass("stops"); p.Error == nil || p.Error.ID != a.Error.ID {
+		t.Errorf("run stops after the reaper: error = %+v, want the still active error %d", p.Error, a.Error.ID)
+	}
+	for id, want := range map[string]string{stopped: "finished stopped", requeued: "queued <nil>"} {
+		var tv struct {
+			State   string  `json:"state"`
+			Outcome *string `json:"outcome"`
+		}
+		json.Unmarshal(req.call("GET", "/v3r1/projects/p1/turns/"+id, nil, 200), &tv)
+		got := tv.State + " <nil>"
+		if tv.Outcome != nil {
+			got = tv.State + " " + *tv.Outcome
+		}
+		if got != want {
+			t.Errorf("turn %s after the reaper: state and outcome = %q, want %q", id, got, want)
+		}
 	}
 }
