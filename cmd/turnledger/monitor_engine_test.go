@@ -721,6 +721,12 @@ func TestMonitorAfterTheReaper(t *testing.T) {
 		_, rz := engineReadyz(t, base)
 		return readyzField(rz, "reaper", "released_total") == 2.0
 	})
+	// The reaper does not wait for the projections, which the checks read:
+	// wait until a later /readyz shows them caught up with the ledger.
+	waitUntil(t, "the projections to apply the releases", func() bool {
+		_, rz := engineReadyz(t, base)
+		return readyzField(rz, "projections", "lag") == 0.0
+	})
 	mon.mustPassClean("expired")
 	if p := mon.mustPass("stops"); p.Error == nil || p.Error.ID != a.Error.ID {
 		t.Errorf("run stops after the reaper: error = %+v, want the still active error %d", p.Error, a.Error.ID)
