@@ -437,6 +437,7 @@ func TestMonitorWatchesRealEngineHealth(t *testing.T) {
 // and puts a message the engine cannot decode on its ledger stream: the
 // projector stops at it, /readyz answers 503, and the monitor's `ready` and
 // `projection_lag` fail while `ledger_head` and the Turn checks still read.
+// Then the NATS server goes away.
 func TestMonitorSeesAStuckProjector(t *testing.T) {
 	ecfg := ledger.DefaultEmbeddedConfig(t.TempDir())
 	ecfg.Port = -1
@@ -500,6 +501,16 @@ func TestMonitorSeesAStuckProjector(t *testing.T) {
 	mon.mustPassClean("stops")
 	if errs := mon.errors(""); len(errs) != 2 {
 		t.Errorf("active errors = %+v, want ready and lag", errs)
+	}
+
+	// The NATS server goes away: the engine cannot read the ledger head
+	// (its /readyz answers once its NATS request times out, about 5 s), and
+	// the ready check quotes that too, counting on the same error.
+	nc.Close()
+	natsSrv.Close()
+	gone := mon.mustFail("ready", `engine is not ready: status "not_ready" (ledger head: ledger: stream info: `)
+	if gone.Error.ID != notReady.Error.ID || gone.Error.Count != 2 {
+		t.Errorf("run ready without NATS: error = %+v, want error %d counted to 2", gone.Error, notReady.Error.ID)
 	}
 }
 
