@@ -24,14 +24,19 @@
 // A turnledger connection takes the engine's base URL, an admin token and
 // the projects to watch; its "query" is the name of a check:
 //
-//	ready                   GET /readyz; fails unless 200
+//	ready                   GET /readyz; fails unless 200, quoting the causes the engine reports
 //	ledger_head             one row: stream, backend, ledger_head
 //	projection_lag          one row: ledger_head, applied_seq, lag
 //	expired_claims          one row per claimed Turn whose claim expired
 //	unserved_stop_requests  one row per Turn with a stop requested, not finished
 //
 // The last two read GET /v3r1/projects/{p}/projection/turns (limit 500 per
-// project; a full page sets truncated). Only the public API is used.
+// project; a full page sets truncated). Only the public API is used. A claim
+// is expired by the monitor's clock. ledger_head and projection_lag read a
+// 503 answer too. The engine answers an empty list for a project it has
+// never seen, so the connection test reads every project and names those
+// without a registered agent (projects_without_agents) rather than let a
+// misspelt id pass unnoticed; it still succeeds.
 //
 // A Check says when a run fails: row_count {op, value} fails when
 // "row count op value" holds; value_range {column, min, max} fails when a
@@ -45,7 +50,8 @@
 // active one (count, last_seen_at, reason): there is at most one active
 // error per query. A passing run does not resolve it — a person does, with
 // POST /api/errors/{id}/resolve and an optional {"note": "..."} body — but
-// it sets last_passed_at. Resolving an unknown id is 404, a resolved one
+// it sets last_passed_at (a later failure clears it), and the run's answer
+// carries that still active error. Resolving an unknown id is 404, a resolved one
 // 409. The next failure after that opens a new error. Error ids are
 // positive integers given in order; query, connection and channel ids are
 // the configured strings.

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Checks a turnledger connection runs: the "query" of a query on such a
@@ -58,15 +59,55 @@ type readyz struct {
 		Kind       string `json:"kind"`
 		Stream     string `json:"stream"`
 		LedgerHead int64  `json:"ledger_head"`
+		Error      string `json:"error"`
 	} `json:"backend"`
 	Projections struct {
-		AppliedSeq int64 `json:"applied_seq"`
-		Lag        int64 `json:"lag"`
+		AppliedSeq int64  `json:"applied_seq"`
+		Lag        int64  `json:"lag"`
+		Failing    bool   `json:"failing"`
+		LastError  string `json:"last_error"`
 	} `json:"projections"`
 	Reaper struct {
 		Enabled  bool   `json:"enabled"`
 		Interval string `json:"interval"`
 	} `json:"reaper"`
+}
+
+// maxCauseLen bounds each cause an engine gives for not being ready, as
+// quoted in a run's reason.
+const maxCauseLen = 300
+
+// notReady is the error of an engine that answers /readyz with 503: its
+// status and the causes it reports (the ledger head cannot be read, the
+// projector is failing).
+func (r readyz) notReady() error {
+	var causes []string
+	if r.Backend.Error != "" {
+		causes = append(causes, "ledger head: "+clip(r.Backend.Error))
+	}
+	if r.Projections.Failing {
+		c := "projector failing"
+		if r.Projections.LastError != "" {
+			c += ": " + clip(r.Projections.LastError)
+		}
+		causes = append(causes, c)
+	}
+	msg := fmt.Sprintf("engine is not ready: status %q", r.Status)
+	if len(causes) > 0 {
+		msg += " (" + strings.Join(causes, "; ") + ")"
+	}
+	return errors.New(msg)
+}
+
+func clip(s string) string {
+	if len(s) <= maxCauseLen {
+		return s
+	}
+	cut := maxCauseLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 type turnSnapshot struct {
@@ -148,17 +189,31 @@ func (s *engineSource) test(ctx context.Context) (map[string]any, error) {
 		return nil, err
 	}
 	if code != http.StatusOK {
-		return nil, fmt.Errorf("engine is not ready: status %q", r.Status)
+		return nil, r.notReady()
 	}
-	// The admin token is proved on the first project, if there is one.
-	if len(s.conf.Projects) > 0 {
-		var p turnPage
-		path := fmt.Sprintf("/v3r1/projects/%s/projection/turns?limit=1", url.PathEscape(s.conf.Projects[0]))
+	details := map[string]any{"status": r.Status, "backend": r.Backend.Kind, "stream": r.Backend.Stream, "ledger_head": r.Backend.LedgerHead}
+	if len(s.conf.Projects) == 0 {
+		return details, nil
+	}
+	// The admin token is proved on every project. The engine answers an
+	// empty list for a project it has never seen, so a project without a
+	// registered agent (nothing can be dispatched in it: perhaps a misspelt
+	// id) is named, without failing the test.
+	empty := []string{}
+	for _, project := range s.conf.Projects {
+		var p struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		path := fmt.Sprintf("/v3r1/projects/%s/projection/agents?limit=1", url.PathEscape(project))
 		if _, err := s.get(ctx, path, true, &p, http.StatusOK); err != nil {
 			return nil, err
 		}
+		if len(p.Items) == 0 {
+			empty = append(empty, project)
+		}
 	}
-	return map[string]any{"status": r.Status, "backend": r.Backend.Kind, "stream": r.Backend.Stream, "ledger_head": r.Backend.LedgerHead}, nil
+	details["projects_without_agents"] = empty
+	return details, nil
 }
 
 func (s *engineSource) run(ctx context.Context, query string) (Result, error) {
@@ -171,7 +226,7 @@ func (s *engineSource) run(ctx context.Context, query string) (Result, error) {
 		switch query {
 		case EngineReady:
 			if code != http.StatusOK {
-				return Result{}, fmt.Errorf("engine is not ready: status %q", r.Status)
+				return Result{}, r.notReady()
 			}
 			return oneRow([]string{"status", "backend", "stream", "ledger_head", "applied_seq", "lag", "reaper_enabled"},
 				r.Status, r.Backend.Kind, r.Backend.Stream, r.Backend.LedgerHead, r.Projections.AppliedSeq, r.Projections.Lag, r.Reaper.Enabled), nil

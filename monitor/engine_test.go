@@ -74,6 +74,31 @@ func TestEngineChecks(t *testing.T) {
 	}
 }
 
+// TestEngineNotReadyNamesTheCauses checks that a run of `ready` on an engine
+// answering 503 quotes the causes the engine reports, each clipped.
+func TestEngineNotReadyNamesTheCauses(t *testing.T) {
+	e := newEngine(t, "s3cret")
+	m := open(t, engineConfig(t, newClock(), e, "s3cret", engineQuery("ready", EngineReady, Check{Kind: CheckQueryFails})))
+	long := strings.Repeat("é", 200) // 400 bytes
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"no cause", `{"status":"not_ready"}`, `query failed: engine is not ready: status "not_ready"`},
+		{"projector", `{"status":"not_ready","projections":{"failing":true,"last_error":"ledger: event at ledger_seq 3: bad"}}`,
+			`query failed: engine is not ready: status "not_ready" (projector failing: ledger: event at ledger_seq 3: bad)`},
+		{"projector without a message", `{"status":"not_ready","projections":{"failing":true}}`,
+			`query failed: engine is not ready: status "not_ready" (projector failing)`},
+		{"both, clipped", `{"status":"not_ready","backend":{"error":"nats: timeout"},"projections":{"failing":true,"last_error":"` + long + `"}}`,
+			`query failed: engine is not ready: status "not_ready" (ledger head: nats: timeout; projector failing: ` + strings.Repeat("é", 150) + `…)`},
+	} {
+		e.set(func(e *engine) { e.status, e.ready = 503, tc.body })
+		out, err := m.RunQuery(context.Background(), "ready", TriggerManual)
+		if err != nil || out.Run.Passed || out.Run.Reason != tc.want {
+			t.Errorf("%s: RunQuery(ready) = %+v, %v; want failed with reason %q", tc.name, out.Run, err, tc.want)
+		}
+	}
+}
+
 func TestEngineNotReadyAndBadToken(t *testing.T) {
 	e := newEngine(t, "right")
 	m := open(t, engineConfig(t, newClock(), e, "wrong",
@@ -106,6 +131,10 @@ func TestEngineNotReadyAndBadToken(t *testing.T) {
 	ct, err = m.TestConnection(context.Background(), "engine")
 	if err != nil || !ct.OK || ct.Details["ledger_head"] != int64(123) {
 		t.Errorf("TestConnection on a ready engine = %+v, %v; want ok with ledger_head 123", ct, err)
+	}
+	// beta has no agent registered: named, but the test still passes.
+	if diff := cmp.Diff([]string{"beta"}, ct.Details["projects_without_agents"]); diff != "" {
+		t.Errorf("TestConnection: projects_without_agents (-want +got):\n%s", diff)
 	}
 	e.srv.Close()
 	ct, err = m.TestConnection(context.Background(), "engine")

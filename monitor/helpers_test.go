@@ -192,12 +192,13 @@ type engine struct {
 	status int
 	ready  string
 	turns  map[string][]map[string]any // project -> turn snapshots
+	agents map[string][]string         // project -> registered agent ids
 	srv    *httptest.Server
 }
 
 func newEngine(t *testing.T, token string) *engine {
 	t.Helper()
-	e := &engine{token: token, status: 200, ready: `{"status":"ready","backend":{"kind":"embedded","stream":"TURNLEDGER","ledger_head":123},"projections":{"applied_seq":120,"lag":3},"reaper":{"enabled":true,"interval":"5s"}}`, turns: map[string][]map[string]any{}}
+	e := &engine{token: token, status: 200, ready: `{"status":"ready","backend":{"kind":"embedded","stream":"TURNLEDGER","ledger_head":123},"projections":{"applied_seq":120,"lag":3},"reaper":{"enabled":true,"interval":"5s"}}`, turns: map[string][]map[string]any{}, agents: map[string][]string{"alpha": {"a1"}}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
@@ -233,6 +234,21 @@ func newEngine(t *testing.T, token string) *engine {
 			items = append(items, turn)
 		}
 		json.NewEncoder(w).Encode(map[string]any{"project_id": r.PathValue("project"), "items": items, "limit": limit, "diagnostics": []any{}})
+	})
+	mux.HandleFunc("GET /v3r1/projects/{project}/projection/agents", func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Authorization") != "Bearer "+e.token {
+			w.WriteHeader(401)
+			io.WriteString(w, `{"error":"Unauthenticated","message":"admin token required"}`)
+			return
+		}
+		items := []map[string]any{}
+		for _, a := range e.agents[r.PathValue("project")] {
+			items = append(items, map[string]any{"agent_id": a})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"project_id": r.PathValue("project"), "items": items, "limit": 1, "diagnostics": []any{}})
 	})
 	e.srv = httptest.NewServer(mux)
 	t.Cleanup(e.srv.Close)
