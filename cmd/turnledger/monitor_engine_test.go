@@ -36,7 +36,7 @@ func startEngine(t *testing.T, dir, addr string, args ...string) (string, func()
 	t.Helper()
 	t.Setenv("TURNLEDGER_ADMIN_TOKEN", "") // serve makes (or reads) dir/admin-token
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &serveOutput{}
+	out := &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, append([]string{"serve", "--addr", addr, "--data", dir}, args...), out, out)
