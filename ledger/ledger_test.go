@@ -700,3 +700,56 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("Open with a bad config = nil, want an error")
 	}
 }
+
+// TestReadsLeaveNoConsumers reads a project long enough to need a consumer,
+// from several points, and the whole stream; afterwards the server holds no
+// consumer of the stream (it allows 1000 per stream by default, so leftovers
+// would soon make every read fail).
+func TestReadsLeaveNoConsumers(t *testing.T) {
+	forEach(t, func(t *testing.T, e env) {
+		s := e.open(t)
+		var want []kernel.Recorded
+		var last uint64
+		for n := range uint64(12) {
+			ev := record("p1", "t1", n+1)
+			last = mustAppend(t, s, "p1", last, ev)
+			want = append(want, kernel.Recorded{Seq: last, Event: ev})
+			mustAppend(t, s, "noise", lastSeq(t, s, "noise"), record("noise", "t1", n+1))
+		}
+		for _, from := range []int{0, 3, 7, 10, 11} {
+			after := uint64(0)
+			if from > 0 {
+				after = want[from-1].Seq
+			}
+			got, gotLast := readProject(t, s, "p1", after)
+			if diff := cmp.Diff(want[from:], got); diff != "" {
+				t.Errorf("ReadProject(p1, %d) mismatch (-want +got):\n%s", after, diff)
+			}
+			if gotLast != last {
+				t.Errorf("ReadProject(p1, %d) last = %d, want %d", after, gotLast, last)
+			}
+		}
+		if _, err := s.ReadAll(context.Background(), 0, func([]kernel.Recorded, uint64) error { return nil }); err != nil {
+			t.Fatalf("ReadAll(0) = %v", err)
+		}
+		stop := errors.New("stop")
+		if err := s.Follow(context.Background(), 0, func([]kernel.Recorded) error { return stop }); !errors.Is(err, stop) {
+			t.Fatalf("Follow(0) = %v, want fn's error", err)
+		}
+		js, err := jetstream.New(natstest.Connect(t, e.srv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := js.Stream(context.Background(), e.cfg.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Consumers != 0 {
+			t.Errorf("stream has %d consumers after the reads, want 0", info.State.Consumers)
+		}
+	})
+}

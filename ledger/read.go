@@ -17,6 +17,10 @@ import (
 // pulling when the read is done; the server then drops the consumer.
 const readInactive = 10 * time.Second
 
+// directReads is how many events ReadProject gets one by one before it sets
+// up an ordered consumer for the rest.
+const directReads = 4
+
 // ReadProject calls fn with every event of project whose ledger_seq is
 // greater than after, in order, and returns the last ledger_seq it handed to
 // fn (after when there was none). It reads up to the project's last event at
@@ -31,8 +35,28 @@ func (s *Store) ReadProject(ctx context.Context, project string, after uint64, f
 	if err != nil || last <= after {
 		return after, err
 	}
+	filter := s.projectFilter(project)
 	seen := after
-	err = s.consume(ctx, s.projectFilter(project), after, last, readInactive, func(batch []kernel.Recorded) error {
+	// A catch-up after a conflict is usually an event or two: get them one by
+	// one (one round trip each) rather than set up a consumer.
+	for range directReads {
+		m, err := s.stream.GetMsg(ctx, seen+1, jetstream.WithGetMsgSubject(filter))
+		if err != nil {
+			return seen, fmt.Errorf("ledger: read %s after ledger_seq %d: %w", project, seen, err)
+		}
+		r, err := s.decode(m.Sequence, m.Subject, m.Data)
+		if err != nil {
+			return seen, err
+		}
+		if err := fn(r); err != nil {
+			return seen, err
+		}
+		seen = r.Seq
+		if seen >= last {
+			return seen, nil
+		}
+	}
+	err = s.consume(ctx, filter, seen, last, readInactive, func(batch []kernel.Recorded) error {
 		for _, r := range batch {
 			if err := fn(r); err != nil {
 				return err
@@ -103,7 +127,12 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 		lastErr error
 	)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		it := s.decode(m)
+		var it item
+		if md, err := m.Metadata(); err != nil {
+			it.err = fmt.Errorf("ledger: message metadata: %w", err)
+		} else {
+			it.rec, it.err = s.decode(md.Sequence.Stream, m.Subject(), m.Data())
+		}
 		select {
 		case items <- it:
 		case <-ctx.Done():
@@ -122,6 +151,14 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 	defer func() {
 		cancel() // unblocks the delivery goroutine first
 		cc.Stop()
+		// Ordered consumers are ephemeral, but the server counts them against
+		// its limit (1000 per stream by default) until they have been idle for
+		// InactiveThreshold: delete this one now.
+		if info := cons.CachedInfo(); info != nil {
+			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = s.js.DeleteConsumer(dctx, s.cfg.Stream, info.Name)
+			dcancel()
+		}
 	}()
 	closed := cc.Closed()
 
@@ -174,20 +211,16 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 	}
 }
 
-// decode turns a message into a recorded event. An unknown type, a newer
-// version or an event on a subject other than its own is an error.
-func (s *Store) decode(m jetstream.Msg) item {
-	md, err := m.Metadata()
+// decode turns the message at ledger_seq seq into a recorded event. An
+// unknown type, a newer version or an event on a subject other than its own
+// is an error.
+func (s *Store) decode(seq uint64, subject string, data []byte) (kernel.Recorded, error) {
+	e, err := kernel.UnmarshalEvent(data)
 	if err != nil {
-		return item{err: fmt.Errorf("ledger: message metadata: %w", err)}
+		return kernel.Recorded{}, fmt.Errorf("ledger: event at ledger_seq %d: %w", seq, err)
 	}
-	seq := md.Sequence.Stream
-	e, err := kernel.UnmarshalEvent(m.Data())
-	if err != nil {
-		return item{err: fmt.Errorf("ledger: event at ledger_seq %d: %w", seq, err)}
+	if want := s.subject(e); subject != want {
+		return kernel.Recorded{}, fmt.Errorf("ledger: event at ledger_seq %d is on subject %s, not %s", seq, subject, want)
 	}
-	if got, want := m.Subject(), s.subject(e); got != want {
-		return item{err: fmt.Errorf("ledger: event at ledger_seq %d is on subject %s, not %s", seq, got, want)}
-	}
-	return item{rec: kernel.Recorded{Seq: seq, Event: e}}
+	return kernel.Recorded{Seq: seq, Event: e}, nil
 }
