@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,10 @@ func (s *Store) ReadProject(ctx context.Context, project string, after uint64, f
 		m, err := s.stream.GetMsg(ctx, seen+1, jetstream.WithGetMsgSubject(filter))
 		if err != nil {
 			return seen, fmt.Errorf("ledger: read %s after ledger_seq %d: %w", project, seen, err)
+		}
+		if !strings.HasPrefix(m.Subject, filter[:len(filter)-1]) {
+			// A server that ignored next_by_subj would hand over any message.
+			return seen, fmt.Errorf("ledger: read %s after ledger_seq %d: the server returned %s", project, seen, m.Subject)
 		}
 		r, err := s.decode(m.Sequence, m.Subject, m.Data)
 		if err != nil {

@@ -1,0 +1,104 @@
+// Package ledger is turnledger's event store: one NATS JetStream stream holds
+// every event, and an event's ledger_seq is its stream sequence.
+//
+// # Subjects and messages
+//
+// An event goes to "<prefix>.<project>.<aggregate>.<id>" (prefix "tl" by
+// default), built from the event's ProjectID, Aggregate and ID. Each of them
+// must be a safe token (kernel.ValidID) first: a dot, a wildcard or a space is
+// ErrInvalidID, never a new subject. The body is kernel.MarshalEvent's JSON;
+// the type and schema version travel in the Tl-Type and Tl-Version headers
+// too, so a consumer can route without decoding. Reading an event whose type
+// or version the kernel does not know, or that sits on a subject other than
+// its own, is an error: nothing is ever skipped.
+//
+// The stream (default "TURNLEDGER", subjects "<prefix>.>") is created or
+// updated by Open with limits retention and no limits, DenyDelete and
+// DenyPurge (the ledger is append-only) and AllowDirect off (direct get puts
+// the subject in the request subject, where the wildcard of LastSeq cannot
+// go).
+//
+// # Optimistic concurrency
+//
+// Append(ctx, project, expectLast, e) writes e only if the last ledger_seq on
+// "<prefix>.<project>.>" is expectLast (0: the project has none). When it is
+// not, the error satisfies errors.Is(err, ErrConflict) and nothing is written:
+// catch up with ReadProject and decide again. JetStream reports the lost race
+// as API error 10071 ("wrong last sequence"), or 10164 on replicated
+// streams; only this package knows those codes.
+//
+// On nats-server 2.11 and later (mode ExpectProject) the check is JetStream's
+// own: Nats-Expected-Last-Subject-Sequence with the wildcard subject in
+// Nats-Expected-Last-Subject-Sequence-Subject. Projects never contend.
+//
+// Older servers (Debian 12 ships 2.9.10) ignore that second header, so the
+// first would be checked against the event's own subject: wrong. There the
+// Store falls back (mode ExpectStream) to the stream-wide
+// Nats-Expected-Last-Sequence, which is correct but makes every append
+// contend with every other. To turn "the project is at expectLast" into "the
+// stream is at H", the Store tracks the stream head: after each of its own
+// appends it knows that at head H=seq the project was at seq, and tries that
+// first; otherwise it reads the head, then the project's last ledger_seq,
+// and publishes with the head it read (if the publish succeeds, nothing came
+// after that head, so the project was where it was read). When the publish
+// fails only because another project moved the head, Append looks again and
+// retries, up to Config.StreamConflictRetries times, then reports
+// ErrConflict. Each retry costs three round trips; throughput across projects
+// drops accordingly. Open picks the mode from the connected server's version
+// (Config.Expect = ExpectAuto); ExpectStream can be forced, and the tests run
+// the whole suite in both modes. Servers older than 2.9.0 are refused, and so
+// is ExpectProject on a server older than 2.11, with a message naming the
+// version needed. In a cluster, the version checked is that of the server the
+// connection reached.
+//
+// Not verified here: that a 2.9 server answers the wildcard
+// last_by_subj and next_by_subj message gets that LastSeq and ReadProject
+// use (the test suite runs on the embedded 2.15 server only).
+//
+// # Reading
+//
+// LastSeq is one message get ("last by subject" on the project's wildcard);
+// Head is one stream info. ReadProject first calls LastSeq and returns at once
+// when nothing is newer than after; it gets up to four events one by one (a
+// catch-up after a conflict is usually one or two), then reads the rest with
+// an ordered consumer filtered on the project and starting at the next
+// sequence, and stops at the last ledger_seq LastSeq gave: it never waits on a
+// timeout. ReadAll (for the replay tool) reads the whole stream up to the head
+// at call time and hands that head to fn for progress. Follow reads the whole
+// stream from a sequence on and keeps following, handing fn batches of as many
+// events as are ready, up to Config.BatchSize (1000), so a projector can fold
+// a batch per bbolt transaction. Messages are decoded on the NATS client's
+// delivery goroutine while fn works on the previous batch.
+//
+// Every read deletes its ordered consumer when it ends: the server counts
+// ephemeral consumers against a limit (1000 per stream by default) until they
+// have been idle for their inactive threshold, and a busy engine would
+// otherwise exhaust it.
+//
+// # Embedded server
+//
+// StartEmbedded runs nats-server in-process with JetStream file storage under
+// DataDir/jetstream. By default it listens on no port at all and Connect
+// returns an in-process connection (no TCP, no loopback port to guard); Port
+// -1 or a port number adds a listener on 127.0.0.1 only. Close closes the
+// connections made with Connect and shuts the server down, waiting until
+// JetStream has written its state.
+//
+// # Speed
+//
+// Measured with `go test -run '^$' -bench . -benchtime 2s ./ledger/` on the
+// project's 2-core development machine (AMD EPYC, Go 1.26, nats-server
+// v2.15.2 embedded, in-process connection), while other test runs shared the
+// machine (load average 4 to 11): treat the figures as lower bounds.
+//
+//	Append, one project in sequence, memory           ~22 µs/op   ~45k events/s
+//	Append, one project in sequence, file             ~20 µs/op   ~50k events/s
+//	Append, parallel across projects, file            ~18 µs/op   ~55k events/s
+//	Append, stream-wide mode, sequential, file        ~26 µs/op   ~39k events/s
+//	ReadProject of 18,000 events, memory                          ~80k events/s
+//	ReadAll of 20,000 events, memory                              ~100k events/s
+//	ReadProject with nothing new (one LastSeq)        ~62 µs/op
+//
+// See BenchmarkAppend and BenchmarkRead for the rest; decoding (the kernel's
+// JSON) is most of the client's CPU time in a read.
+package ledger
