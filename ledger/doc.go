@@ -78,7 +78,9 @@
 // # Embedded server
 //
 // StartEmbedded runs nats-server in-process with JetStream file storage under
-// DataDir/jetstream. By default it listens on no port at all and Connect
+// DataDir/nats/jetstream, and holds an exclusive lock on DataDir/nats/LOCK
+// while it runs (nats-server itself would let two processes share the files
+// and corrupt them). By default it listens on no port at all and Connect
 // returns an in-process connection (no TCP, no loopback port to guard); Port
 // -1 or a port number adds a listener on 127.0.0.1 only. Close closes the
 // connections made with Connect and shuts the server down, waiting until
