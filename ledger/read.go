@@ -14,9 +14,11 @@ import (
 )
 
 // readInactive is how long the server keeps the ordered consumer of a bounded
-// read (ReadProject, ReadAll) once nobody pulls from it. The client stops
-// pulling when the read is done; the server then drops the consumer.
-const readInactive = 10 * time.Second
+// read (ReadProject, ReadAll) once nobody pulls from it. Reads delete their
+// consumer when they end; this is the backstop when the delete cannot happen
+// (the process died). Longer than any pause of a slow fn, or the server would
+// drop the consumer under the reader, which would then recreate it.
+const readInactive = time.Minute
 
 // directReads is how many events ReadProject gets one by one before it sets
 // up an ordered consumer for the rest.
