@@ -36,15 +36,18 @@
 // Store falls back (mode ExpectStream) to the stream-wide
 // Nats-Expected-Last-Sequence, which is correct but makes every append
 // contend with every other. To turn "the project is at expectLast" into "the
-// stream is at H", the Store tracks the stream head: after each of its own
-// appends it knows that at head H=seq the project was at seq, and tries that
-// first; otherwise it reads the head, then the project's last ledger_seq,
+// stream is at H", the Store tracks the stream head: it serializes its own
+// appends (they contend on the head anyway, and a writer that must read
+// before it publishes would otherwise lose every race to one that need not)
+// and remembers, for the head after its last append, the last ledger_seq of
+// each project it has seen; while no other process writes, an append is one
+// publish. Otherwise it reads the head, then the project's last ledger_seq,
 // and publishes with the head it read (if the publish succeeds, nothing came
 // after that head, so the project was where it was read). When the publish
-// fails only because another project moved the head, Append looks again and
+// fails only because another process moved the head, Append looks again and
 // retries, up to Config.StreamConflictRetries times, then reports
-// ErrConflict. Each retry costs three round trips; throughput across projects
-// drops accordingly. Open picks the mode from the connected server's version
+// ErrConflict. Each retry costs three round trips, and one process's appends
+// run one at a time: throughput across projects drops accordingly. Open picks the mode from the connected server's version
 // (Config.Expect = ExpectAuto); ExpectStream can be forced, and the tests run
 // the whole suite in both modes. Servers older than 2.9.0 are refused, and so
 // is ExpectProject on a server older than 2.11, with a message naming the

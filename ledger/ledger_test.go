@@ -753,3 +753,39 @@ func TestReadsLeaveNoConsumers(t *testing.T) {
 		}
 	})
 }
+
+// TestParallelProjectsOnOneStoreNeverConflict appends from many goroutines of
+// one Store, each to a project of its own with the right expectation: none
+// of them may see a conflict, in either mode. In stream-wide mode a Store
+// serializes its own appends, so they never need a retry: allow none.
+func TestParallelProjectsOnOneStoreNeverConflict(t *testing.T) {
+	forEach(t, func(t *testing.T, e env) {
+		e.cfg.StreamConflictRetries = 0
+		s := e.open(t)
+		const writers, each = 8, 25
+		var wg sync.WaitGroup
+		errc := make(chan error, writers)
+		for w := range writers {
+			wg.Go(func() {
+				p := fmt.Sprintf("p%d", w)
+				var last uint64
+				for n := range uint64(each) {
+					seq, err := s.Append(context.Background(), p, last, record(p, "t1", n+1))
+					if err != nil {
+						errc <- fmt.Errorf("Append(%s, %d) = %v", p, last, err)
+						return
+					}
+					last = seq
+				}
+			})
+		}
+		wg.Wait()
+		close(errc)
+		for err := range errc {
+			t.Error(err)
+		}
+		if got := head(t, s); got != writers*each {
+			t.Errorf("Head() = %d, want %d", got, writers*each)
+		}
+	})
+}
