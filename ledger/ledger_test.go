@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/turnledger/turnledger/internal/natstest"
@@ -788,4 +790,89 @@ func TestParallelProjectsOnOneStoreNeverConflict(t *testing.T) {
 			t.Errorf("Head() = %d, want %d", got, writers*each)
 		}
 	})
+}
+
+// TestFollowSurvivesServerRestart follows a file stream on an external
+// server that restarts: Follow goes on once the client has reconnected, with
+// no event lost or repeated.
+func TestFollowSurvivesServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	srv := natstest.Start(t, natstest.StoreDir(dir))
+	port := srv.Addr().(*net.TCPAddr).Port
+	nc := natstest.Connect(t, srv, nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1))
+	cfg := ledger.DefaultConfig()
+	s, err := ledger.Open(context.Background(), nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []uint64
+	var last uint64
+	add := func(n uint64) {
+		t.Helper()
+		last = mustAppend(t, s, "p1", last, record("p1", "t1", n))
+		want = append(want, last)
+	}
+	add(1)
+	add(2)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu  sync.Mutex
+		got []uint64
+	)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Follow(ctx, 0, func(batch []kernel.Recorded) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range batch {
+				got = append(got, r.Seq)
+			}
+			return nil
+		})
+	}()
+	received := func(n int) func() error {
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) < n {
+				return fmt.Errorf("Follow delivered %d events, want %d", len(got), n)
+			}
+			return nil
+		}
+	}
+	waitFor(t, 5*time.Second, received(2))
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	natstest.Start(t, natstest.StoreDir(dir), natstest.Port(port))
+	waitFor(t, 10*time.Second, func() error {
+		if !nc.IsConnected() {
+			return errors.New("client not reconnected")
+		}
+		return nil
+	})
+	// JetStream may need a moment after the restart before it takes writes.
+	for n := uint64(3); n <= 5; n++ {
+		waitFor(t, 10*time.Second, func() error {
+			seq, err := s.Append(context.Background(), "p1", last, record("p1", "t1", n))
+			if err != nil {
+				return err
+			}
+			last = seq
+			want = append(want, seq)
+			return nil
+		})
+	}
+	waitFor(t, 20*time.Second, received(5))
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Follow after cancel = %v, want context.Canceled", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Follow across a restart mismatch (-want +got):\n%s", diff)
+	}
 }
