@@ -876,3 +876,57 @@ func TestFollowSurvivesServerRestart(t *testing.T) {
 		t.Errorf("Follow across a restart mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// TestReplicatedStreamConflicts runs the race on a three-server cluster with a
+// stream of three replicas, where JetStream reports a lost race with another
+// error code (10164): it is still ErrConflict.
+func TestReplicatedStreamConflicts(t *testing.T) {
+	servers := natstest.StartCluster(t, 3)
+	cfg := ledger.DefaultConfig()
+	cfg.Replicas = 3
+	var stores []*ledger.Store
+	for _, srv := range servers[:2] {
+		s, err := ledger.Open(context.Background(), natstest.Connect(t, srv), cfg)
+		if err != nil {
+			t.Fatalf("Open(replicas 3) on %s = %v", srv.Name(), err)
+		}
+		stores = append(stores, s)
+	}
+	var last uint64
+	for round := range 5 {
+		errs := make([]error, len(stores))
+		seqs := make([]uint64, len(stores))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, s := range stores {
+			wg.Go(func() {
+				<-start
+				seqs[i], errs[i] = s.Append(context.Background(), "p1", last, record("p1", "t1", uint64(round+1)))
+			})
+		}
+		close(start)
+		wg.Wait()
+		wins := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				wins++
+				last = seqs[i]
+			case errors.Is(err, ledger.ErrConflict):
+			default:
+				t.Fatalf("round %d: store %d Append = %v, want nil or ErrConflict", round, i, err)
+			}
+		}
+		if wins != 1 {
+			t.Fatalf("round %d: %d wins, want 1", round, wins)
+		}
+		// A plainly stale expectation is a conflict too.
+		if _, err := stores[round%2].Append(context.Background(), "p1", 0, record("p1", "t1", 99)); !errors.Is(err, ledger.ErrConflict) {
+			t.Fatalf("round %d: Append(p1, 0) on a project at %d = %v, want ErrConflict", round, last, err)
+		}
+	}
+	got, _ := readProject(t, stores[1], "p1", 0)
+	if len(got) != 5 {
+		t.Errorf("ReadProject(p1) on the cluster has %d events, want 5", len(got))
+	}
+}
