@@ -670,6 +670,9 @@ func TestOpenTwiceAndModes(t *testing.T) {
 		if got := s.Mode(); got != c.want {
 			t.Errorf("Open(expect %s).Mode() = %s, want %s", c.expect, got, c.want)
 		}
+		if got, want := s.ServerVersion(), server.VERSION; got != want {
+			t.Errorf("ServerVersion() = %q, want %q", got, want)
+		}
 	}
 	// The stream's storage cannot change under it.
 	cfg := ledger.DefaultConfig()

@@ -39,10 +39,11 @@ const (
 // Store is the event store on one JetStream stream. It is safe for concurrent
 // use.
 type Store struct {
-	cfg    Config
-	mode   Expectation // ExpectProject or ExpectStream, never ExpectAuto
-	js     jetstream.JetStream
-	stream jetstream.Stream
+	cfg     Config
+	mode    Expectation // ExpectProject or ExpectStream, never ExpectAuto
+	version string      // of the server the connection reached at Open
+	js      jetstream.JetStream
+	stream  jetstream.Stream
 
 	mu    sync.Mutex // ExpectStream mode: serializes appends, guards heads
 	heads heads
@@ -57,7 +58,8 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if nc == nil {
 		return nil, errors.New("ledger: no NATS connection")
 	}
-	mode, err := resolveMode(cfg.Expect, nc.ConnectedServerVersion())
+	version := nc.ConnectedServerVersion()
+	mode, err := resolveMode(cfg.Expect, version)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +87,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: create or update stream %s: %w", cfg.Stream, err)
 	}
-	return &Store{cfg: cfg, mode: mode, js: js, stream: st}, nil
+	return &Store{cfg: cfg, mode: mode, version: version, js: js, stream: st}, nil
 }
 
 // resolveMode picks the expectation mode for a server of version v.
@@ -148,6 +150,10 @@ func parseVersion(v string) ([3]int, bool) {
 
 // Mode reports the expectation mode in use: ExpectProject or ExpectStream.
 func (s *Store) Mode() Expectation { return s.mode }
+
+// ServerVersion is the version of the NATS server the connection reached at
+// Open, e.g. "2.15.2".
+func (s *Store) ServerVersion() string { return s.version }
 
 // Config returns the configuration the Store was opened with.
 func (s *Store) Config() Config { return s.cfg }
