@@ -54,9 +54,13 @@
 // version needed. In a cluster, the version checked is that of the server the
 // connection reached.
 //
-// Not verified here: that a 2.9 server answers the wildcard
-// last_by_subj and next_by_subj message gets that LastSeq and ReadProject
-// use (the test suite runs on the embedded 2.15 server only).
+// Not verified here (the test suite runs on the embedded 2.15 server only):
+// that a 2.9 server answers the wildcard last_by_subj and next_by_subj
+// message gets that LastSeq and ReadProject use; and that it enforces
+// Nats-Expected-Last-Sequence: 0. Servers of that age are believed to treat a
+// zero there as "no expectation", which would leave one hole: two writers
+// racing for the very first event of an empty stream could both succeed.
+// Once the stream holds one event, every expectation is non-zero and checked.
 //
 // # Reading
 //
