@@ -54,13 +54,17 @@
 // version needed. In a cluster, the version checked is that of the server the
 // connection reached.
 //
+// Servers of that age are believed to read an expected last sequence of 0 as
+// no expectation at all, which would let two writers racing for the very
+// first event of an empty stream both succeed. So in ExpectStream mode the
+// first event also carries a fixed message id (Nats-Msg-Id
+// "<stream>.first-event"): the server keeps one of two racing first writes
+// and reports the other a duplicate, which Append returns as ErrConflict.
+// Once the stream holds an event, every expectation is non-zero.
+//
 // Not verified here (the test suite runs on the embedded 2.15 server only):
 // that a 2.9 server answers the wildcard last_by_subj and next_by_subj
-// message gets that LastSeq and ReadProject use; and that it enforces
-// Nats-Expected-Last-Sequence: 0. Servers of that age are believed to treat a
-// zero there as "no expectation", which would leave one hole: two writers
-// racing for the very first event of an empty stream could both succeed.
-// Once the stream holds one event, every expectation is non-zero and checked.
+// message gets that LastSeq and ReadProject use.
 //
 // # Reading
 //

@@ -257,7 +257,18 @@ func (s *Store) appendStreamWide(ctx context.Context, project string, expectLast
 			s.heads.learn(h, project, p)
 			head.stream = h
 		}
-		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(head.stream))
+		opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequence(head.stream)}
+		if head.stream == 0 {
+			// Older servers read an expected last sequence of 0 as no
+			// expectation at all. The first event of the stream also
+			// carries a fixed message id, so that of two racing first
+			// writes the server keeps one and reports the other a duplicate.
+			opts = append(opts, jetstream.WithMsgID(s.firstMsgID()))
+		}
+		ack, err := s.js.PublishMsg(ctx, msg, opts...)
+		if err == nil && ack.Duplicate {
+			return 0, conflict(project, expectLast)
+		}
 		if err == nil {
 			s.heads.learn(ack.Sequence, project, ack.Sequence)
 			return ack.Sequence, nil
@@ -311,6 +322,10 @@ func (k *heads) learn(h uint64, project string, last uint64) {
 }
 
 func (k *heads) forget() { k.last = nil }
+
+// firstMsgID is the message id of the first event of the stream in
+// ExpectStream mode.
+func (s *Store) firstMsgID() string { return s.cfg.Stream + ".first-event" }
 
 func conflict(project string, expectLast uint64) error {
 	return fmt.Errorf("%w: project %s is not at ledger_seq %d", ErrConflict, project, expectLast)
