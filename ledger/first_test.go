@@ -13,11 +13,11 @@ import (
 	"github.com/turnledger/turnledger/kernel"
 )
 
-// TestStreamWideFirstEventIsGuardedByMsgID: in ExpectStream mode a Store that
-// still believes the stream empty (as the loser of a race for the very first
-// event does) gets ErrConflict and writes nothing, through the first event's
-// message id even where a server would not check "last sequence 0".
-func TestStreamWideFirstEventIsGuardedByMsgID(t *testing.T) {
+// TestStreamWideFirstEventIsGuarded: in ExpectStream mode a Store that
+// believed the stream empty gets ErrConflict and writes nothing, and the first
+// event's message id makes the server keep only one of two first writes even
+// where it would not check "last sequence 0".
+func TestStreamWideFirstEventIsGuarded(t *testing.T) {
 	srv := natstest.Start(t)
 	cfg := DefaultConfig()
 	cfg.Storage = MemoryStorage
@@ -38,7 +38,8 @@ func TestStreamWideFirstEventIsGuardedByMsgID(t *testing.T) {
 	if _, err := a.Append(context.Background(), "p1", 0, ev); err != nil {
 		t.Fatalf("first Append = %v", err)
 	}
-	// b read the stream before a wrote: head 0, p1 at 0.
+	// b read the stream before a wrote: head 0, p1 at 0. It reads again
+	// before it trusts a head of 0, and finds p1 moved.
 	b.heads.learn(0, "p1", 0)
 	if _, err := b.Append(context.Background(), "p1", 0, ev); !errors.Is(err, ErrConflict) {
 		t.Errorf("Append(p1, 0) by a Store that saw an empty stream = %v, want ErrConflict", err)

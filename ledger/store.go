@@ -234,7 +234,9 @@ func (s *Store) appendStreamWide(ctx context.Context, project string, expectLast
 		if known && head.last > expectLast {
 			return 0, conflict(project, expectLast)
 		}
-		if !known || head.last != expectLast {
+		// A head of 0 is always read afresh: the message id that guards the
+		// first event is only remembered for the duplicate window.
+		if !known || head.last != expectLast || head.stream == 0 {
 			// Read the head first, then the project's last: if the publish
 			// then succeeds at head h, nothing came after h, so the project's
 			// last ledger_seq at h is the one read.
