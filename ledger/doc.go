@@ -102,21 +102,21 @@
 // Measured with `go test -run '^$' -bench . -benchtime 2s -count 2 ./ledger/`
 // on the project's 2-core development machine (AMD EPYC, Go 1.26, nats-server
 // v2.15.2 embedded, in-process connection, 20,000-event stream for the
-// reads) while other test runs shared the machine (load average 3.5 to 5):
-// treat the figures as lower bounds. Ranges are the two runs.
+// reads), with other work on the machine (load average about 2). Ranges are
+// the two runs; a busier machine (load 4 to 10) gave up to half as much.
 //
-//	Append, one project in sequence, memory        24–31 µs/op   32k–42k events/s
-//	Append, one project in sequence, file          30–33 µs/op   30k–34k events/s
-//	Append, 2 goroutines, own projects, file       24–27 µs/op   37k–42k events/s
-//	Append, stream-wide mode, sequential, file     34–35 µs/op   29k–30k events/s
-//	Append, stream-wide mode, 2 goroutines, file   22–24 µs/op   42k–46k events/s
-//	ReadProject, 18,000 events, file                             94k–108k events/s
-//	ReadProject, 2,000 of 20,000 events, file                    67k–91k events/s
-//	ReadAll, 20,000 events, file (batches of 1000)               79k–83k events/s
-//	ReadProject with nothing new (one LastSeq)     54 µs/op
-//	ReadProject with one new event                 113–118 µs/op
+//	Append, one project in sequence, memory        20 µs/op      49k–50k events/s
+//	Append, one project in sequence, file          20–22 µs/op   46k–49k events/s
+//	Append, 2 goroutines, own projects, file       18 µs/op      56k–57k events/s
+//	Append, stream-wide mode, sequential, file     19–22 µs/op   45k–53k events/s
+//	Append, stream-wide mode, 2 goroutines, file   19–20 µs/op   50k–53k events/s
+//	ReadProject, 18,000 events, file                             102k–117k events/s
+//	ReadProject, 2,000 of 20,000 events, file                    100k–115k events/s
+//	ReadAll, 20,000 events, file (batches of 1000)               78k–92k events/s
+//	ReadProject with nothing new (one LastSeq)     50–54 µs/op
+//	ReadProject with one new event                 100–160 µs/op
 //
 // A read's client CPU goes mostly to decoding (kernel.UnmarshalEvent, about
-// 6 µs an event on this machine); a raw ordered consumer without decoding
-// delivered 150k–260k messages/s here under the same load.
+// 3–6 µs an event on this machine); a raw ordered consumer without decoding
+// delivered 150k–260k messages/s here on a busier machine.
 package ledger
