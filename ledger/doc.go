@@ -78,8 +78,10 @@
 // at call time and hands that head to fn for progress. Follow reads the whole
 // stream from a sequence on and keeps following, handing fn batches of as many
 // events as are ready, up to Config.BatchSize (1000), so a projector can fold
-// a batch per bbolt transaction. Messages are decoded on the NATS client's
-// delivery goroutine while fn works on the previous batch.
+// a batch per bbolt transaction. The NATS client's delivery goroutine only
+// queues messages; the reader takes as many as are ready, decodes them on up
+// to GOMAXPROCS goroutines (decoding the kernel's JSON is most of a read's
+// cost) and hands them to fn in order.
 //
 // Every read deletes its ordered consumer when it ends: the server counts
 // ephemeral consumers against a limit (1000 per stream by default) until they

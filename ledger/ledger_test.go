@@ -933,3 +933,71 @@ func TestReplicatedStreamConflicts(t *testing.T) {
 		t.Errorf("ReadProject(p1) on the cluster has %d events, want 5", len(got))
 	}
 }
+
+// TestBadEventInTheMiddleOfALongRead puts an undecodable message between
+// hundreds of good ones: every read hands over exactly the good events before
+// it, in order, and then fails, however the messages were batched and
+// decoded.
+func TestBadEventInTheMiddleOfALongRead(t *testing.T) {
+	forEach(t, func(t *testing.T, e env) {
+		s := e.open(t)
+		var want []uint64
+		var last uint64
+		for n := range uint64(150) {
+			last = mustAppend(t, s, "p1", last, record("p1", "t1", n+1))
+			want = append(want, last)
+		}
+		js, err := jetstream.New(natstest.Connect(t, e.srv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack, err := js.Publish(context.Background(), "tl.p1.turn.t1", []byte(`{"type":"turn.exploded","v":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ack.Sequence
+		for n := range uint64(100) {
+			last = mustAppend(t, s, "p1", last, record("p1", "t1", n+151))
+		}
+
+		var got []uint64
+		_, err = s.ReadAll(context.Background(), 0, func(batch []kernel.Recorded, _ uint64) error {
+			for _, r := range batch {
+				got = append(got, r.Seq)
+			}
+			return nil
+		})
+		if err == nil {
+			t.Errorf("ReadAll over a bad event = nil, want an error")
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ReadAll handed over (-want +got):\n%s", diff)
+		}
+
+		got = nil
+		err = s.Follow(context.Background(), 0, func(batch []kernel.Recorded) error {
+			for _, r := range batch {
+				got = append(got, r.Seq)
+			}
+			return nil
+		})
+		if err == nil || errors.Is(err, context.Canceled) {
+			t.Errorf("Follow over a bad event = %v, want a decoding error", err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Follow handed over (-want +got):\n%s", diff)
+		}
+
+		got = nil
+		seen, err := s.ReadProject(context.Background(), "p1", 0, func(r kernel.Recorded) error {
+			got = append(got, r.Seq)
+			return nil
+		})
+		if err == nil || seen != want[len(want)-1] {
+			t.Errorf("ReadProject over a bad event = %d, %v; want %d and an error", seen, err, want[len(want)-1])
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ReadProject handed over (-want +got):\n%s", diff)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -99,19 +100,28 @@ func (s *Store) Follow(ctx context.Context, after uint64, fn func(batch []kernel
 	return s.consume(ctx, "", after, 0, 0, fn)
 }
 
-// item is one decoded message, or why it could not be decoded.
-type item struct {
-	rec kernel.Recorded
-	err error
+// raw is one message as delivered, not yet decoded, or why its metadata
+// could not be read.
+type raw struct {
+	seq     uint64
+	subject string
+	data    []byte
+	err     error
 }
+
+// minPerDecoder is the fewest messages worth a decoding goroutine of their
+// own: smaller batches are decoded on the calling goroutine.
+const minPerDecoder = 64
 
 // consume reads the stream (filtered on filter, unless empty) from ledger_seq
 // after+1 with an ordered consumer and hands fn batches of decoded events. It
 // returns nil once it has handed over the event at ledger_seq until (until ==
 // 0: never; it follows until ctx is done and returns ctx.Err()).
 //
-// Messages are decoded on the client's delivery goroutine and queued to this
-// one, so decoding overlaps with fn.
+// The client's delivery goroutine only queues messages; this one takes as
+// many as are ready (up to BatchSize), decodes them on up to GOMAXPROCS
+// goroutines, and hands them to fn in order. Decoding the kernel's JSON is
+// most of a read's cost.
 func (s *Store) consume(ctx context.Context, filter string, after, until uint64, inactive time.Duration, fn func([]kernel.Recorded) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -128,20 +138,20 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 		return fmt.Errorf("ledger: ordered consumer: %w", err)
 	}
 	size := s.cfg.BatchSize
-	items := make(chan item, size)
+	queue := make(chan raw, size)
 	var (
 		mu      sync.Mutex
 		lastErr error
 	)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		var it item
+		r := raw{subject: m.Subject(), data: m.Data()}
 		if md, err := m.Metadata(); err != nil {
-			it.err = fmt.Errorf("ledger: message metadata: %w", err)
+			r.err = fmt.Errorf("ledger: message metadata: %w", err)
 		} else {
-			it.rec, it.err = s.decode(md.Sequence.Stream, m.Subject(), m.Data())
+			r.seq = md.Sequence.Stream
 		}
 		select {
-		case items <- it:
+		case queue <- r:
 		case <-ctx.Done():
 		}
 	},
@@ -171,7 +181,7 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 
 	var last uint64
 	for {
-		var batch []kernel.Recorded
+		var raws []raw
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -183,31 +193,28 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 				err = errors.New("consumer closed")
 			}
 			return fmt.Errorf("ledger: reading the stream after ledger_seq %d: %w", last, err)
-		case it := <-items:
-			if it.err != nil {
-				return it.err
-			}
-			batch = make([]kernel.Recorded, 0, min(size, len(items)+1))
-			batch = append(batch, it.rec)
-			last = it.rec.Seq
+		case r := <-queue:
+			raws = make([]raw, 0, min(size, len(queue)+1))
+			raws = append(raws, r)
+			last = r.seq
 		}
-		var bad error // a message that cannot be decoded ends the read after the good ones before it
 	drain:
-		for len(batch) < size && (until == 0 || last < until) {
+		for len(raws) < size && (until == 0 || last < until) {
 			select {
-			case it := <-items:
-				if it.err != nil {
-					bad = it.err
-					break drain
-				}
-				batch = append(batch, it.rec)
-				last = it.rec.Seq
+			case r := <-queue:
+				raws = append(raws, r)
+				last = r.seq
 			default:
 				break drain
 			}
 		}
-		if err := fn(batch); err != nil {
-			return err
+		// A message that cannot be decoded ends the read after the good
+		// ones before it.
+		batch, bad := s.decodeAll(raws)
+		if len(batch) > 0 {
+			if err := fn(batch); err != nil {
+				return err
+			}
 		}
 		if bad != nil {
 			return bad
@@ -216,6 +223,47 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 			return nil
 		}
 	}
+}
+
+// decodeAll decodes raws in order, on several goroutines when there are
+// enough of them. It returns the events before the first message that cannot
+// be decoded, and why that one cannot.
+func (s *Store) decodeAll(raws []raw) ([]kernel.Recorded, error) {
+	out := make([]kernel.Recorded, len(raws))
+	// firstBad[w] is the index of the first bad message of part w.
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(raws)/minPerDecoder))
+	part := (len(raws) + workers - 1) / workers
+	firstBad := make([]int, workers)
+	errs := make([]error, workers)
+	decodePart := func(w int) {
+		firstBad[w] = -1
+		for i := w * part; i < min((w+1)*part, len(raws)); i++ {
+			r := raws[i]
+			err := r.err
+			if err == nil {
+				out[i], err = s.decode(r.seq, r.subject, r.data)
+			}
+			if err != nil {
+				firstBad[w], errs[w] = i, err
+				return
+			}
+		}
+	}
+	if workers == 1 {
+		decodePart(0)
+	} else {
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() { decodePart(w) })
+		}
+		wg.Wait()
+	}
+	for w := range workers {
+		if firstBad[w] >= 0 {
+			return out[:firstBad[w]], errs[w]
+		}
+	}
+	return out, nil
 }
 
 // decode turns the message at ledger_seq seq into a recorded event. An
