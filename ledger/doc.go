@@ -104,21 +104,22 @@
 // Measured with `go test -run '^$' -bench . -benchtime 2s -count 2 ./ledger/`
 // on the project's 2-core development machine (AMD EPYC, Go 1.26, nats-server
 // v2.15.2 embedded, in-process connection, 20,000-event stream for the
-// reads), with other work on the machine (load average about 2). Ranges are
-// the two runs; a busier machine (load 4 to 10) gave up to half as much.
+// reads), with other work on the machine (load average 1.3 to 1.7). Ranges
+// are the two runs; a busier machine (load 4 to 10) gave up to half as much.
 //
-//	Append, one project in sequence, memory        20 µs/op      49k–50k events/s
-//	Append, one project in sequence, file          20–22 µs/op   46k–49k events/s
-//	Append, 2 goroutines, own projects, file       18 µs/op      56k–57k events/s
-//	Append, stream-wide mode, sequential, file     19–22 µs/op   45k–53k events/s
-//	Append, stream-wide mode, 2 goroutines, file   19–20 µs/op   50k–53k events/s
-//	ReadProject, 18,000 events, file                             102k–117k events/s
-//	ReadProject, 2,000 of 20,000 events, file                    100k–115k events/s
-//	ReadAll, 20,000 events, file (batches of 1000)               78k–92k events/s
-//	ReadProject with nothing new (one LastSeq)     50–54 µs/op
-//	ReadProject with one new event                 100–160 µs/op
+//	Append, one project in sequence, memory        19–20 µs/op   49k–52k events/s
+//	Append, one project in sequence, file          21–22 µs/op   46k–47k events/s
+//	Append, 2 goroutines, own projects, file       18–19 µs/op   54k–56k events/s
+//	Append, stream-wide mode, sequential, file     19–20 µs/op   50k–52k events/s
+//	Append, stream-wide mode, 2 goroutines, file   22–24 µs/op   41k–46k events/s
+//	ReadProject, 18,000 events, file                             137k–141k events/s
+//	ReadProject, 2,000 of 20,000 events, file                    106k–119k events/s
+//	ReadAll, 20,000 events, file (batches of 1000)               136k–138k events/s
+//	ReadAll, 20,000 events, memory                               154k–162k events/s
+//	ReadProject with nothing new (one LastSeq)     42–51 µs/op
+//	ReadProject with one new event                 100–123 µs/op
 //
-// A read's client CPU goes mostly to decoding (kernel.UnmarshalEvent, about
-// 3–6 µs an event on this machine); a raw ordered consumer without decoding
-// delivered 150k–260k messages/s here on a busier machine.
+// Decoding the kernel's JSON (kernel.UnmarshalEvent, 3–6 µs an event here) is
+// most of a read's client CPU; reads decode on up to GOMAXPROCS goroutines,
+// which raised ReadAll from about 90k to about 150k events/s on 2 cores.
 package ledger
