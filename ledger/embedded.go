@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -16,7 +17,8 @@ import (
 // EmbeddedConfig configures the in-process nats-server that serve uses when
 // no external NATS server is given.
 type EmbeddedConfig struct {
-	// DataDir is where JetStream keeps its files (in DataDir/jetstream).
+	// DataDir is where JetStream keeps its files (in DataDir/nats/jetstream;
+	// DataDir/nats/LOCK keeps a second process out).
 	// Required.
 	DataDir string
 	// Port is the loopback TCP port to listen on: 0 listens on no port at
@@ -61,7 +63,8 @@ func (c EmbeddedConfig) Validate() error {
 
 // Embedded is an in-process nats-server with JetStream file storage.
 type Embedded struct {
-	srv *server.Server
+	srv  *server.Server
+	lock *os.File // held while the server runs; nil where flock is unavailable
 
 	mu     sync.Mutex
 	conns  []*nats.Conn
@@ -73,19 +76,30 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	storeDir := filepath.Join(cfg.DataDir, "nats") // JetStream adds "jetstream" below it
+	lock, err := lockDir(storeDir)
+	if err != nil {
+		return nil, err
+	}
+	unlock := func() {
+		if lock != nil {
+			lock.Close()
+		}
+	}
 	o := &server.Options{
 		ServerName: cfg.ServerName,
 		Host:       "127.0.0.1",
 		Port:       cfg.Port,
 		DontListen: cfg.Port == 0,
 		JetStream:  true,
-		StoreDir:   filepath.Join(cfg.DataDir, "jetstream"),
+		StoreDir:   storeDir,
 		NoSigs:     true, // the binary handles signals
 		NoLog:      !cfg.Log,
 		// The HTTP monitor, cluster, gateway and leafnode listeners stay off.
 	}
 	srv, err := server.NewServer(o)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("ledger: embedded server: %w", err)
 	}
 	if cfg.Log {
@@ -95,14 +109,16 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if !srv.ReadyForConnections(cfg.ReadyTimeout) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
+		unlock()
 		return nil, fmt.Errorf("ledger: embedded server not ready after %v", cfg.ReadyTimeout)
 	}
 	if !srv.JetStreamEnabled() {
 		srv.Shutdown()
 		srv.WaitForShutdown()
+		unlock()
 		return nil, errors.New("ledger: embedded server started without JetStream")
 	}
-	return &Embedded{srv: srv}, nil
+	return &Embedded{srv: srv, lock: lock}, nil
 }
 
 // Connect opens an in-process connection (no TCP) to the server. Close closes
@@ -149,5 +165,8 @@ func (e *Embedded) Close() error {
 	}
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
+	if e.lock != nil {
+		return e.lock.Close()
+	}
 	return nil
 }

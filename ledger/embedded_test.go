@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -55,6 +57,9 @@ func TestEmbeddedKeepsEventsAcrossRestart(t *testing.T) {
 	}
 	if err := e.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nats", "jetstream")); err != nil {
+		t.Errorf("JetStream files are not under <data>/nats/jetstream: %v", err)
 	}
 	if err := e.Close(); err != nil {
 		t.Errorf("second Close() = %v, want nil", err)
@@ -109,4 +114,18 @@ func TestEmbeddedConfigValidate(t *testing.T) {
 	if _, err := ledger.StartEmbedded(bad); err == nil {
 		t.Errorf("StartEmbedded(%+v) = nil error, want an error", bad)
 	}
+}
+
+func TestEmbeddedRefusesASecondServerOnTheSameDataDir(t *testing.T) {
+	dir := t.TempDir()
+	e := startEmbedded(t, ledger.DefaultEmbeddedConfig(dir))
+	if e2, err := ledger.StartEmbedded(ledger.DefaultEmbeddedConfig(dir)); err == nil {
+		e2.Close()
+		t.Fatalf("StartEmbedded on a data directory in use = nil error, want an error")
+	}
+	// Once the first is closed, the directory is free again.
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	startEmbedded(t, ledger.DefaultEmbeddedConfig(dir))
 }

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/turnledger/turnledger/internal/natstest"
@@ -668,6 +670,9 @@ func TestOpenTwiceAndModes(t *testing.T) {
 		if got := s.Mode(); got != c.want {
 			t.Errorf("Open(expect %s).Mode() = %s, want %s", c.expect, got, c.want)
 		}
+		if got, want := s.ServerVersion(), server.VERSION; got != want {
+			t.Errorf("ServerVersion() = %q, want %q", got, want)
+		}
 	}
 	// The stream's storage cannot change under it.
 	cfg := ledger.DefaultConfig()
@@ -699,4 +704,300 @@ func TestConfigValidate(t *testing.T) {
 	if _, err := ledger.Open(context.Background(), nil, bad); err == nil {
 		t.Errorf("Open with a bad config = nil, want an error")
 	}
+}
+
+// TestReadsLeaveNoConsumers reads a project long enough to need a consumer,
+// from several points, and the whole stream; afterwards the server holds no
+// consumer of the stream (it allows 1000 per stream by default, so leftovers
+// would soon make every read fail).
+func TestReadsLeaveNoConsumers(t *testing.T) {
+	forEach(t, func(t *testing.T, e env) {
+		s := e.open(t)
+		var want []kernel.Recorded
+		var last uint64
+		for n := range uint64(12) {
+			ev := record("p1", "t1", n+1)
+			last = mustAppend(t, s, "p1", last, ev)
+			want = append(want, kernel.Recorded{Seq: last, Event: ev})
+			mustAppend(t, s, "noise", lastSeq(t, s, "noise"), record("noise", "t1", n+1))
+		}
+		for _, from := range []int{0, 3, 7, 10, 11} {
+			after := uint64(0)
+			if from > 0 {
+				after = want[from-1].Seq
+			}
+			got, gotLast := readProject(t, s, "p1", after)
+			if diff := cmp.Diff(want[from:], got); diff != "" {
+				t.Errorf("ReadProject(p1, %d) mismatch (-want +got):\n%s", after, diff)
+			}
+			if gotLast != last {
+				t.Errorf("ReadProject(p1, %d) last = %d, want %d", after, gotLast, last)
+			}
+		}
+		if _, err := s.ReadAll(context.Background(), 0, func([]kernel.Recorded, uint64) error { return nil }); err != nil {
+			t.Fatalf("ReadAll(0) = %v", err)
+		}
+		stop := errors.New("stop")
+		if err := s.Follow(context.Background(), 0, func([]kernel.Recorded) error { return stop }); !errors.Is(err, stop) {
+			t.Fatalf("Follow(0) = %v, want fn's error", err)
+		}
+		js, err := jetstream.New(natstest.Connect(t, e.srv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := js.Stream(context.Background(), e.cfg.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Consumers != 0 {
+			t.Errorf("stream has %d consumers after the reads, want 0", info.State.Consumers)
+		}
+	})
+}
+
+// TestParallelProjectsOnOneStoreNeverConflict appends from many goroutines of
+// one Store, each to a project of its own with the right expectation: none
+// of them may see a conflict, in either mode. In stream-wide mode a Store
+// serializes its own appends, so they never need a retry: allow none.
+func TestParallelProjectsOnOneStoreNeverConflict(t *testing.T) {
+	forEach(t, func(t *testing.T, e env) {
+		e.cfg.StreamConflictRetries = 0
+		s := e.open(t)
+		const writers, each = 8, 25
+		var wg sync.WaitGroup
+		errc := make(chan error, writers)
+		for w := range writers {
+			wg.Go(func() {
+				p := fmt.Sprintf("p%d", w)
+				var last uint64
+				for n := range uint64(each) {
+					seq, err := s.Append(context.Background(), p, last, record(p, "t1", n+1))
+					if err != nil {
+						errc <- fmt.Errorf("Append(%s, %d) = %v", p, last, err)
+						return
+					}
+					last = seq
+				}
+			})
+		}
+		wg.Wait()
+		close(errc)
+		for err := range errc {
+			t.Error(err)
+		}
+		if got := head(t, s); got != writers*each {
+			t.Errorf("Head() = %d, want %d", got, writers*each)
+		}
+	})
+}
+
+// TestFollowSurvivesServerRestart follows a file stream on an external
+// server that restarts: Follow goes on once the client has reconnected, with
+// no event lost or repeated.
+func TestFollowSurvivesServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	srv := natstest.Start(t, natstest.StoreDir(dir))
+	port := srv.Addr().(*net.TCPAddr).Port
+	nc := natstest.Connect(t, srv, nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1))
+	cfg := ledger.DefaultConfig()
+	s, err := ledger.Open(context.Background(), nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []uint64
+	var last uint64
+	add := func(n uint64) {
+		t.Helper()
+		last = mustAppend(t, s, "p1", last, record("p1", "t1", n))
+		want = append(want, last)
+	}
+	add(1)
+	add(2)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu  sync.Mutex
+		got []uint64
+	)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Follow(ctx, 0, func(batch []kernel.Recorded) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range batch {
+				got = append(got, r.Seq)
+			}
+			return nil
+		})
+	}()
+	received := func(n int) func() error {
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) < n {
+				return fmt.Errorf("Follow delivered %d events, want %d", len(got), n)
+			}
+			return nil
+		}
+	}
+	waitFor(t, 5*time.Second, received(2))
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	natstest.Start(t, natstest.StoreDir(dir), natstest.Port(port))
+	waitFor(t, 10*time.Second, func() error {
+		if !nc.IsConnected() {
+			return errors.New("client not reconnected")
+		}
+		return nil
+	})
+	// JetStream may need a moment after the restart before it takes writes.
+	for n := uint64(3); n <= 5; n++ {
+		waitFor(t, 10*time.Second, func() error {
+			seq, err := s.Append(context.Background(), "p1", last, record("p1", "t1", n))
+			if err != nil {
+				return err
+			}
+			last = seq
+			want = append(want, seq)
+			return nil
+		})
+	}
+	waitFor(t, 20*time.Second, received(5))
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Follow after cancel = %v, want context.Canceled", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Follow across a restart mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestReplicatedStreamConflicts runs the race on a three-server cluster with a
+// stream of three replicas, where JetStream reports a lost race with another
+// error code (10164): it is still ErrConflict.
+func TestReplicatedStreamConflicts(t *testing.T) {
+	servers := natstest.StartCluster(t, 3)
+	cfg := ledger.DefaultConfig()
+	cfg.Replicas = 3
+	var stores []*ledger.Store
+	for _, srv := range servers[:2] {
+		s, err := ledger.Open(context.Background(), natstest.Connect(t, srv), cfg)
+		if err != nil {
+			t.Fatalf("Open(replicas 3) on %s = %v", srv.Name(), err)
+		}
+		stores = append(stores, s)
+	}
+	var last uint64
+	for round := range 5 {
+		errs := make([]error, len(stores))
+		seqs := make([]uint64, len(stores))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, s := range stores {
+			wg.Go(func() {
+				<-start
+				seqs[i], errs[i] = s.Append(context.Background(), "p1", last, record("p1", "t1", uint64(round+1)))
+			})
+		}
+		close(start)
+		wg.Wait()
+		wins := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				wins++
+				last = seqs[i]
+			case errors.Is(err, ledger.ErrConflict):
+			default:
+				t.Fatalf("round %d: store %d Append = %v, want nil or ErrConflict", round, i, err)
+			}
+		}
+		if wins != 1 {
+			t.Fatalf("round %d: %d wins, want 1", round, wins)
+		}
+		// A plainly stale expectation is a conflict too.
+		if _, err := stores[round%2].Append(context.Background(), "p1", 0, record("p1", "t1", 99)); !errors.Is(err, ledger.ErrConflict) {
+			t.Fatalf("round %d: Append(p1, 0) on a project at %d = %v, want ErrConflict", round, last, err)
+		}
+	}
+	got, _ := readProject(t, stores[1], "p1", 0)
+	if len(got) != 5 {
+		t.Errorf("ReadProject(p1) on the cluster has %d events, want 5", len(got))
+	}
+}
+
+// TestBadEventInTheMiddleOfALongRead puts an undecodable message between
+// hundreds of good ones: every read hands over exactly the good events before
+// it, in order, and then fails, however the messages were batched and
+// decoded.
+func TestBadEventInTheMiddleOfALongRead(t *testing.T) {
+	forEach(t, func(t *testing.T, e env) {
+		s := e.open(t)
+		var want []uint64
+		var last uint64
+		for n := range uint64(150) {
+			last = mustAppend(t, s, "p1", last, record("p1", "t1", n+1))
+			want = append(want, last)
+		}
+		js, err := jetstream.New(natstest.Connect(t, e.srv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack, err := js.Publish(context.Background(), "tl.p1.turn.t1", []byte(`{"type":"turn.exploded","v":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ack.Sequence
+		for n := range uint64(100) {
+			last = mustAppend(t, s, "p1", last, record("p1", "t1", n+151))
+		}
+
+		var got []uint64
+		_, err = s.ReadAll(context.Background(), 0, func(batch []kernel.Recorded, _ uint64) error {
+			for _, r := range batch {
+				got = append(got, r.Seq)
+			}
+			return nil
+		})
+		if err == nil {
+			t.Errorf("ReadAll over a bad event = nil, want an error")
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ReadAll handed over (-want +got):\n%s", diff)
+		}
+
+		got = nil
+		err = s.Follow(context.Background(), 0, func(batch []kernel.Recorded) error {
+			for _, r := range batch {
+				got = append(got, r.Seq)
+			}
+			return nil
+		})
+		if err == nil || errors.Is(err, context.Canceled) {
+			t.Errorf("Follow over a bad event = %v, want a decoding error", err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Follow handed over (-want +got):\n%s", diff)
+		}
+
+		got = nil
+		seen, err := s.ReadProject(context.Background(), "p1", 0, func(r kernel.Recorded) error {
+			got = append(got, r.Seq)
+			return nil
+		})
+		if err == nil || seen != want[len(want)-1] {
+			t.Errorf("ReadProject over a bad event = %d, %v; want %d and an error", seen, err, want[len(want)-1])
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ReadProject handed over (-want +got):\n%s", diff)
+		}
+	})
 }

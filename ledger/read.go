@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,9 +15,15 @@ import (
 )
 
 // readInactive is how long the server keeps the ordered consumer of a bounded
-// read (ReadProject, ReadAll) once nobody pulls from it. The client stops
-// pulling when the read is done; the server then drops the consumer.
-const readInactive = 10 * time.Second
+// read (ReadProject, ReadAll) once nobody pulls from it. Reads delete their
+// consumer when they end; this is the backstop when the delete cannot happen
+// (the process died). Longer than any pause of a slow fn, or the server would
+// drop the consumer under the reader, which would then recreate it.
+const readInactive = time.Minute
+
+// directReads is how many events ReadProject gets one by one before it sets
+// up an ordered consumer for the rest.
+const directReads = 4
 
 // ReadProject calls fn with every event of project whose ledger_seq is
 // greater than after, in order, and returns the last ledger_seq it handed to
@@ -31,8 +39,32 @@ func (s *Store) ReadProject(ctx context.Context, project string, after uint64, f
 	if err != nil || last <= after {
 		return after, err
 	}
+	filter := s.projectFilter(project)
 	seen := after
-	err = s.consume(ctx, s.projectFilter(project), after, last, readInactive, func(batch []kernel.Recorded) error {
+	// A catch-up after a conflict is usually an event or two: get them one by
+	// one (one round trip each) rather than set up a consumer.
+	for range directReads {
+		m, err := s.stream.GetMsg(ctx, seen+1, jetstream.WithGetMsgSubject(filter))
+		if err != nil {
+			return seen, fmt.Errorf("ledger: read %s after ledger_seq %d: %w", project, seen, err)
+		}
+		if !strings.HasPrefix(m.Subject, filter[:len(filter)-1]) {
+			// A server that ignored next_by_subj would hand over any message.
+			return seen, fmt.Errorf("ledger: read %s after ledger_seq %d: the server returned %s", project, seen, m.Subject)
+		}
+		r, err := s.decode(m.Sequence, m.Subject, m.Data)
+		if err != nil {
+			return seen, err
+		}
+		if err := fn(r); err != nil {
+			return seen, err
+		}
+		seen = r.Seq
+		if seen >= last {
+			return seen, nil
+		}
+	}
+	err = s.consume(ctx, filter, seen, last, readInactive, func(batch []kernel.Recorded) error {
 		for _, r := range batch {
 			if err := fn(r); err != nil {
 				return err
@@ -68,19 +100,28 @@ func (s *Store) Follow(ctx context.Context, after uint64, fn func(batch []kernel
 	return s.consume(ctx, "", after, 0, 0, fn)
 }
 
-// item is one decoded message, or why it could not be decoded.
-type item struct {
-	rec kernel.Recorded
-	err error
+// raw is one message as delivered, not yet decoded, or why its metadata
+// could not be read.
+type raw struct {
+	seq     uint64
+	subject string
+	data    []byte
+	err     error
 }
+
+// minPerDecoder is the fewest messages worth a decoding goroutine of their
+// own: smaller batches are decoded on the calling goroutine.
+const minPerDecoder = 64
 
 // consume reads the stream (filtered on filter, unless empty) from ledger_seq
 // after+1 with an ordered consumer and hands fn batches of decoded events. It
 // returns nil once it has handed over the event at ledger_seq until (until ==
 // 0: never; it follows until ctx is done and returns ctx.Err()).
 //
-// Messages are decoded on the client's delivery goroutine and queued to this
-// one, so decoding overlaps with fn.
+// The client's delivery goroutine only queues messages; this one takes as
+// many as are ready (up to BatchSize), decodes them on up to GOMAXPROCS
+// goroutines, and hands them to fn in order. Decoding the kernel's JSON is
+// most of a read's cost.
 func (s *Store) consume(ctx context.Context, filter string, after, until uint64, inactive time.Duration, fn func([]kernel.Recorded) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -97,15 +138,20 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 		return fmt.Errorf("ledger: ordered consumer: %w", err)
 	}
 	size := s.cfg.BatchSize
-	items := make(chan item, size)
+	queue := make(chan raw, size)
 	var (
 		mu      sync.Mutex
 		lastErr error
 	)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		it := s.decode(m)
+		r := raw{subject: m.Subject(), data: m.Data()}
+		if md, err := m.Metadata(); err != nil {
+			r.err = fmt.Errorf("ledger: message metadata: %w", err)
+		} else {
+			r.seq = md.Sequence.Stream
+		}
 		select {
-		case items <- it:
+		case queue <- r:
 		case <-ctx.Done():
 		}
 	},
@@ -122,12 +168,20 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 	defer func() {
 		cancel() // unblocks the delivery goroutine first
 		cc.Stop()
+		// Ordered consumers are ephemeral, but the server counts them against
+		// its limit (1000 per stream by default) until they have been idle for
+		// InactiveThreshold: delete this one now.
+		if info := cons.CachedInfo(); info != nil {
+			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = s.js.DeleteConsumer(dctx, s.cfg.Stream, info.Name)
+			dcancel()
+		}
 	}()
 	closed := cc.Closed()
 
 	var last uint64
 	for {
-		var batch []kernel.Recorded
+		var raws []raw
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -139,31 +193,28 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 				err = errors.New("consumer closed")
 			}
 			return fmt.Errorf("ledger: reading the stream after ledger_seq %d: %w", last, err)
-		case it := <-items:
-			if it.err != nil {
-				return it.err
-			}
-			batch = make([]kernel.Recorded, 0, min(size, len(items)+1))
-			batch = append(batch, it.rec)
-			last = it.rec.Seq
+		case r := <-queue:
+			raws = make([]raw, 0, min(size, len(queue)+1))
+			raws = append(raws, r)
+			last = r.seq
 		}
-		var bad error // a message that cannot be decoded ends the read after the good ones before it
 	drain:
-		for len(batch) < size && (until == 0 || last < until) {
+		for len(raws) < size && (until == 0 || last < until) {
 			select {
-			case it := <-items:
-				if it.err != nil {
-					bad = it.err
-					break drain
-				}
-				batch = append(batch, it.rec)
-				last = it.rec.Seq
+			case r := <-queue:
+				raws = append(raws, r)
+				last = r.seq
 			default:
 				break drain
 			}
 		}
-		if err := fn(batch); err != nil {
-			return err
+		// A message that cannot be decoded ends the read after the good
+		// ones before it.
+		batch, bad := s.decodeAll(raws)
+		if len(batch) > 0 {
+			if err := fn(batch); err != nil {
+				return err
+			}
 		}
 		if bad != nil {
 			return bad
@@ -174,20 +225,57 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 	}
 }
 
-// decode turns a message into a recorded event. An unknown type, a newer
-// version or an event on a subject other than its own is an error.
-func (s *Store) decode(m jetstream.Msg) item {
-	md, err := m.Metadata()
+// decodeAll decodes raws in order, on several goroutines when there are
+// enough of them. It returns the events before the first message that cannot
+// be decoded, and why that one cannot.
+func (s *Store) decodeAll(raws []raw) ([]kernel.Recorded, error) {
+	out := make([]kernel.Recorded, len(raws))
+	// firstBad[w] is the index of the first bad message of part w.
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(raws)/minPerDecoder))
+	part := (len(raws) + workers - 1) / workers
+	firstBad := make([]int, workers)
+	errs := make([]error, workers)
+	decodePart := func(w int) {
+		firstBad[w] = -1
+		for i := w * part; i < min((w+1)*part, len(raws)); i++ {
+			r := raws[i]
+			err := r.err
+			if err == nil {
+				out[i], err = s.decode(r.seq, r.subject, r.data)
+			}
+			if err != nil {
+				firstBad[w], errs[w] = i, err
+				return
+			}
+		}
+	}
+	if workers == 1 {
+		decodePart(0)
+	} else {
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() { decodePart(w) })
+		}
+		wg.Wait()
+	}
+	for w := range workers {
+		if firstBad[w] >= 0 {
+			return out[:firstBad[w]], errs[w]
+		}
+	}
+	return out, nil
+}
+
+// decode turns the message at ledger_seq seq into a recorded event. An
+// unknown type, a newer version or an event on a subject other than its own
+// is an error.
+func (s *Store) decode(seq uint64, subject string, data []byte) (kernel.Recorded, error) {
+	e, err := kernel.UnmarshalEvent(data)
 	if err != nil {
-		return item{err: fmt.Errorf("ledger: message metadata: %w", err)}
+		return kernel.Recorded{}, fmt.Errorf("ledger: event at ledger_seq %d: %w", seq, err)
 	}
-	seq := md.Sequence.Stream
-	e, err := kernel.UnmarshalEvent(m.Data())
-	if err != nil {
-		return item{err: fmt.Errorf("ledger: event at ledger_seq %d: %w", seq, err)}
+	if want := s.subject(e); subject != want {
+		return kernel.Recorded{}, fmt.Errorf("ledger: event at ledger_seq %d is on subject %s, not %s", seq, subject, want)
 	}
-	if got, want := m.Subject(), s.subject(e); got != want {
-		return item{err: fmt.Errorf("ledger: event at ledger_seq %d is on subject %s, not %s", seq, got, want)}
-	}
-	return item{rec: kernel.Recorded{Seq: seq, Event: e}}
+	return kernel.Recorded{Seq: seq, Event: e}, nil
 }

@@ -40,24 +40,14 @@ const (
 // Store is the event store on one JetStream stream. It is safe for concurrent
 // use.
 type Store struct {
-	cfg    Config
-	mode   Expectation // ExpectProject or ExpectStream, never ExpectAuto
-	js     jetstream.JetStream
-	stream jetstream.Stream
+	cfg     Config
+	mode    Expectation // ExpectProject or ExpectStream, never ExpectAuto
+	version string      // of the server the connection reached at Open
+	js      jetstream.JetStream
+	stream  jetstream.Stream
 
-	mu   sync.Mutex
-	fact headFact // ExpectStream mode only
-}
-
-// headFact is something the Store knows in ExpectStream mode: when the stream
-// head was head, the last ledger_seq of project was last. Publishing with
-// Nats-Expected-Last-Sequence: head then succeeds only if the project's last
-// ledger_seq is still last.
-type headFact struct {
-	ok      bool
-	head    uint64
-	project string
-	last    uint64
+	mu    sync.Mutex // ExpectStream mode: serializes appends, guards heads
+	heads heads
 }
 
 // Open creates the stream or updates its configuration, checks the server
@@ -69,7 +59,8 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if nc == nil {
 		return nil, errors.New("ledger: no NATS connection")
 	}
-	mode, err := resolveMode(cfg.Expect, nc.ConnectedServerVersion())
+	version := nc.ConnectedServerVersion()
+	mode, err := resolveMode(cfg.Expect, version)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +88,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: create or update stream %s: %w", cfg.Stream, err)
 	}
-	return &Store{cfg: cfg, mode: mode, js: js, stream: st}, nil
+	return &Store{cfg: cfg, mode: mode, version: version, js: js, stream: st}, nil
 }
 
 // resolveMode picks the expectation mode for a server of version v.
@@ -160,6 +151,10 @@ func parseVersion(v string) ([3]int, bool) {
 
 // Mode reports the expectation mode in use: ExpectProject or ExpectStream.
 func (s *Store) Mode() Expectation { return s.mode }
+
+// ServerVersion is the version of the NATS server the connection reached at
+// Open, e.g. "2.15.2".
+func (s *Store) ServerVersion() string { return s.version }
 
 // Config returns the configuration the Store was opened with.
 func (s *Store) Config() Config { return s.cfg }
@@ -226,22 +221,26 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 // appendStreamWide is Append for servers without per-project expectations:
 // publish with "the stream's last sequence is H" for a head H at which the
 // project's last ledger_seq is known to be expectLast. When the stream moved
-// only because another project wrote, look again and retry; when the project
-// itself moved, it is a conflict.
+// only because another project (or another process) wrote, look again and
+// retry; when the project itself moved, it is a conflict.
+//
+// Appends of one Store are serialized here: they all contend on the stream
+// head anyway, and a writer that must read twice before it publishes would
+// otherwise lose every race to one that need not.
 func (s *Store) appendStreamWide(ctx context.Context, project string, expectLast uint64, msg *nats.Msg) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for attempt := 0; ; attempt++ {
-		s.mu.Lock()
-		f := s.fact
-		s.mu.Unlock()
-		var head uint64
-		moved := false // the stream moved between the two reads below
-		if f.ok && f.project == project && f.last == expectLast {
-			head = f.head
-		} else {
+		head, known := s.heads.at(project)
+		if known && head.last > expectLast {
+			return 0, conflict(project, expectLast)
+		}
+		// A head of 0 is always read afresh: the message id that guards the
+		// first event is only remembered for the duplicate window.
+		if !known || head.last != expectLast || head.stream == 0 {
 			// Read the head first, then the project's last: if the publish
 			// then succeeds at head h, nothing came after h, so the project's
-			// last ledger_seq at h is the one read (or the read was after a
-			// newer event, p > h, and we look again).
+			// last ledger_seq at h is the one read.
 			h, err := s.Head(ctx)
 			if err != nil {
 				return 0, err
@@ -253,25 +252,35 @@ func (s *Store) appendStreamWide(ctx context.Context, project string, expectLast
 			if p != expectLast {
 				return 0, conflict(project, expectLast)
 			}
-			head, moved = h, p > h
-		}
-		if !moved {
-			ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(head))
-			if err == nil {
-				s.mu.Lock()
-				s.fact = headFact{ok: true, head: ack.Sequence, project: project, last: ack.Sequence}
-				s.mu.Unlock()
-				return ack.Sequence, nil
+			if p > h {
+				// An event came between the two reads; look again.
+				s.heads.forget()
+				continue
 			}
-			if !isWrongLastSeq(err) {
-				return 0, fmt.Errorf("ledger: append to %s: %w", project, err)
-			}
+			s.heads.learn(h, project, p)
+			head.stream = h
 		}
-		s.mu.Lock()
-		if s.fact == f {
-			s.fact = headFact{}
+		opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequence(head.stream)}
+		if head.stream == 0 {
+			// Older servers read an expected last sequence of 0 as no
+			// expectation at all. The first event of the stream also
+			// carries a fixed message id, so that of two racing first
+			// writes the server keeps one and reports the other a duplicate.
+			opts = append(opts, jetstream.WithMsgID(s.firstMsgID()))
 		}
-		s.mu.Unlock()
+		ack, err := s.js.PublishMsg(ctx, msg, opts...)
+		if err == nil && ack.Duplicate {
+			return 0, conflict(project, expectLast)
+		}
+		if err == nil {
+			s.heads.learn(ack.Sequence, project, ack.Sequence)
+			return ack.Sequence, nil
+		}
+		if !isWrongLastSeq(err) {
+			return 0, fmt.Errorf("ledger: append to %s: %w", project, err)
+		}
+		// Another process wrote: what we knew is stale.
+		s.heads.forget()
 		if attempt >= s.cfg.StreamConflictRetries {
 			return 0, fmt.Errorf("%w: project %s: the stream head kept moving (%d tries)", ErrConflict, project, attempt+1)
 		}
@@ -280,6 +289,46 @@ func (s *Store) appendStreamWide(ctx context.Context, project string, expectLast
 		}
 	}
 }
+
+// maxKnownProjects bounds the projects heads remembers.
+const maxKnownProjects = 10_000
+
+// heads is what a Store in ExpectStream mode knows: when the stream's last
+// sequence was stream, the last ledger_seq of each project in last was the
+// one given. It stays exact while only this Store writes; any sign of
+// another writer makes it forget.
+type heads struct {
+	stream uint64
+	last   map[string]uint64
+}
+
+// headAt is the stream head and a project's last ledger_seq at that head.
+type headAt struct {
+	stream, last uint64
+}
+
+func (k *heads) at(project string) (headAt, bool) {
+	last, ok := k.last[project]
+	return headAt{stream: k.stream, last: last}, ok
+}
+
+// learn records that at stream head h, project's last ledger_seq is last.
+// Appending at h = stream+1 keeps what is known of the other projects; any
+// other head starts afresh.
+func (k *heads) learn(h uint64, project string, last uint64) {
+	extends := k.last != nil && (h == k.stream || (h == k.stream+1 && last == h))
+	if !extends || len(k.last) >= maxKnownProjects {
+		k.last = map[string]uint64{}
+	}
+	k.stream = h
+	k.last[project] = last
+}
+
+func (k *heads) forget() { k.last = nil }
+
+// firstMsgID is the message id of the first event of the stream in
+// ExpectStream mode.
+func (s *Store) firstMsgID() string { return s.cfg.Stream + ".first-event" }
 
 func conflict(project string, expectLast uint64) error {
 	return fmt.Errorf("%w: project %s is not at ledger_seq %d", ErrConflict, project, expectLast)

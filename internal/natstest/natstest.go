@@ -9,6 +9,10 @@
 package natstest
 
 import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -53,6 +57,9 @@ func Start(t testing.TB, opts ...Option) *server.Server {
 	if err != nil {
 		t.Fatalf("natstest: new server: %v", err)
 	}
+	if !o.NoLog {
+		s.ConfigureLogger()
+	}
 	s.Start()
 	t.Cleanup(func() {
 		s.Shutdown()
@@ -86,4 +93,66 @@ func ConnectURL(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// StartCluster runs n embedded servers (n >= 3 for replicated streams) that
+// form one JetStream cluster over loopback routes, and waits until it has a
+// meta leader and every server is current. Each has its own store directory
+// and client port; opts apply to each.
+func StartCluster(t testing.TB, n int, opts ...Option) []*server.Server {
+	t.Helper()
+	// JetStream wants every server to have routes configured, so the route
+	// ports are picked before the servers start.
+	ports := make([]int, n)
+	var routes []*url.URL
+	for i := range ports {
+		ports[i] = freePort(t)
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))})
+	}
+	var servers []*server.Server
+	for i := range n {
+		o := []Option{Options(func(o *server.Options) {
+			o.ServerName = fmt.Sprintf("natstest-%d", i+1)
+			o.Cluster.Name = "natstest"
+			o.Cluster.Host = "127.0.0.1"
+			o.Cluster.Port = ports[i]
+			o.Routes = routes
+		})}
+		servers = append(servers, Start(t, append(o, opts...)...))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		leaders, current := 0, 0
+		for _, s := range servers {
+			// Only the meta leader lists the peers.
+			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == n {
+				leaders++
+			}
+			if s.JetStreamIsCurrent() {
+				current++
+			}
+		}
+		if leaders == 1 && current == n {
+			return servers
+		}
+		if time.Now().After(deadline) {
+			var state []string
+			for _, s := range servers {
+				state = append(state, fmt.Sprintf("%s: leader %v current %v peers %v", s.Name(), s.JetStreamIsLeader(), s.JetStreamIsCurrent(), s.JetStreamClusterPeers()))
+			}
+			t.Fatalf("natstest: cluster of %d: %d meta leaders and %d current servers after 20s: %v", n, leaders, current, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("natstest: free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
