@@ -24,7 +24,7 @@ func TestDecodeAllStopsAtTheFirstBadMessage(t *testing.T) {
 	mkRaws := func(bad int) []raw {
 		raws := make([]raw, n)
 		for i := range raws {
-			raws[i] = raw{seq: uint64(i + 1), subject: "tl.p1.agent.a1", data: good}
+			raws[i] = raw{seq: uint64(i + 1), subject: "tl.p1.agent", data: good}
 		}
 		if bad >= 0 {
 			raws[bad].data = []byte(`{"type":"agent.heartbeat","v":2}`)

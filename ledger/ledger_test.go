@@ -212,11 +212,13 @@ func TestTypeAndVersionTravelInHeaders(t *testing.T) {
 			"subject":            m.Subject,
 			ledger.HeaderType:    m.Header.Get(ledger.HeaderType),
 			ledger.HeaderVersion: m.Header.Get(ledger.HeaderVersion),
+			ledger.HeaderID:      m.Header.Get(ledger.HeaderID),
 		}
 		want := map[string]string{
-			"subject":            "tl.p1.agent.a1",
+			"subject":            "tl.p1.agent",
 			ledger.HeaderType:    kernel.EvAgentHeartbeat,
 			ledger.HeaderVersion: "1",
+			ledger.HeaderID:      "a1",
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("message %d mismatch (-want +got):\n%s", seq, diff)
@@ -508,7 +510,7 @@ func TestUndecodableEventIsAnError(t *testing.T) {
 				// Each case starts from a stream whose only bad message is
 				// the last one: read from just before it.
 				before := info.State.LastSeq
-				if _, err := js.Publish(context.Background(), "tl.p1.turn.t1", []byte(body)); err != nil {
+				if _, err := js.Publish(context.Background(), "tl.p1.turn", []byte(body)); err != nil {
 					t.Fatal(err)
 				}
 				var seen []uint64
@@ -951,7 +953,7 @@ func TestBadEventInTheMiddleOfALongRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ack, err := js.Publish(context.Background(), "tl.p1.turn.t1", []byte(`{"type":"turn.exploded","v":1}`))
+		ack, err := js.Publish(context.Background(), "tl.p1.turn", []byte(`{"type":"turn.exploded","v":1}`))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,6 +29,7 @@ var ErrInvalidID = errors.New("ledger: unsafe id")
 const (
 	HeaderType    = "Tl-Type"    // the event's type, e.g. "turn.claimed"
 	HeaderVersion = "Tl-Version" // the event's schema version, e.g. "1"
+	HeaderID      = "Tl-Id"      // the aggregate's id, e.g. "turn_01…"
 )
 
 // Server versions that matter.
@@ -164,9 +165,15 @@ func (s *Store) projectFilter(project string) string {
 	return s.cfg.Prefix + "." + project + ".>"
 }
 
-// subject is where e goes: "<prefix>.<project>.<aggregate>.<id>".
+// subject is where e goes: "<prefix>.<project>.<aggregate>". The aggregate's
+// id is not a subject token: JetStream checks the per-project expectation
+// (and answers LastSeq) by matching "<prefix>.<project>.>" against every
+// subject of the project, so a subject per Turn would make each append cost
+// O(Turns in the project). With a subject per aggregate kind a project has at
+// most a handful, and appends cost the same on a project of ten Turns or ten
+// million. The id travels in the Tl-Id header and in the body.
 func (s *Store) subject(e kernel.Event) string {
-	return s.cfg.Prefix + "." + e.ProjectID + "." + e.Aggregate + "." + e.ID
+	return s.cfg.Prefix + "." + e.ProjectID + "." + e.Aggregate
 }
 
 func checkProject(project string) error {
@@ -203,6 +210,7 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 		Header: nats.Header{
 			HeaderType:    []string{e.Type},
 			HeaderVersion: []string{strconv.Itoa(e.V)},
+			HeaderID:      []string{e.ID},
 		},
 	}
 	if s.mode == ExpectProject {
