@@ -353,3 +353,29 @@ func TestServeHelpAndBadFlags(t *testing.T) {
 		t.Errorf("unknown command = %d, want 2", code)
 	}
 }
+
+// TestServeRefusesProjectionsAheadOfTheLedger: projections folded from a
+// ledger that is gone must not be served as if they were current.
+func TestServeRefusesProjectionsAheadOfTheLedger(t *testing.T) {
+	dir := t.TempDir()
+	base, stop := startServe(t, dir)
+	admin := adminClient(t, base, dir)
+	agentClient(t, admin, "p1", "worker", 1)
+	waitReady(t, base)
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited with %d", code)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "nats")); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	code := Main(t.Context(), []string{"serve", "--addr", "127.0.0.1:0", "--data", dir}, &out, &out)
+	if code != 1 || !strings.Contains(out.String(), "turnledger replay") {
+		t.Fatalf("serve over a lost ledger = %d:\n%s\nwant exit 1 naming turnledger replay", code, out.String())
+	}
+	// replay rebuilds the projections from the (now empty) ledger, and serve starts.
+	if code := Main(t.Context(), []string{"replay", "--data", dir}, &out, &out); code != 0 {
+		t.Fatalf("replay = %d:\n%s", code, out.String())
+	}
+	startServe(t, dir)
+}

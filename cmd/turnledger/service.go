@@ -72,8 +72,8 @@ type service struct {
 }
 
 // startService opens every part and starts serving. Close stops it.
-func startService(ctx context.Context, cfg serviceConfig) (s *service, err error) {
-	s = &service{cfg: cfg}
+func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error) {
+	s := &service{cfg: cfg}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -93,6 +93,11 @@ func startService(ctx context.Context, cfg serviceConfig) (s *service, err error
 	}
 	if s.store, err = projection.Open(filepath.Join(cfg.DataDir, "projections.db"), projection.DefaultConfig()); err != nil {
 		return nil, err
+	}
+	if head, err := s.ledger.Head(ctx); err != nil {
+		return nil, err
+	} else if cp := s.store.Checkpoint(); cp > head {
+		return nil, fmt.Errorf("the projections in %s are at ledger_seq %d but the ledger ends at %d: the ledger is not the one they were folded from (its NATS data was lost or replaced); run `turnledger replay` to rebuild them from this ledger", cfg.DataDir, cp, head)
 	}
 	if s.engine, err = kernel.NewEngine(s.ledger, cfg.Kernel); err != nil {
 		return nil, err
