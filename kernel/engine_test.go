@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
@@ -184,7 +183,6 @@ func TestEngineRefusesBadProjectIDs(t *testing.T) {
 			t.Errorf("Execute in project %q = %v, want %s", p, err, kernel.Validation)
 		}
 	}
-	_ = time.Second
 }
 
 // TestEngineKeepsNoStateForEmptyProjects: requests that name projects with no
@@ -203,5 +201,35 @@ func TestEngineKeepsNoStateForEmptyProjects(t *testing.T) {
 	}
 	if got := e.Projects(); len(got) != 1 || got[0] != "p1" {
 		t.Errorf("Projects() = %v, want [p1]", got)
+	}
+}
+
+// BenchmarkEngineExecute measures one command through the engine — decide,
+// append with the per-project expectation, evolve — without the HTTP layer
+// or the wait for the projections: the cost to compare with one JetStream
+// publish (ledger's BenchmarkAppend).
+func BenchmarkEngineExecute(b *testing.B) {
+	srv := natstest.Start(b)
+	cfg := ledger.DefaultConfig()
+	cfg.Storage = ledger.MemoryStorage
+	l, err := ledger.Open(context.Background(), natstest.Connect(b, srv), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := kernel.NewEngine(l, kernel.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := e.Execute(ctx, "p1", kernel.RegisterAgent{Common: admin, Spec: kernel.AgentSpec{
+		AgentID: "w", Role: "worker", Enabled: true, AcceptsWork: true, Capacity: 1, PublicMetadata: json.RawMessage(`{}`),
+	}, Provenance: kernel.Provenance{Kind: "bench"}}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := e.Execute(ctx, "p1", kernel.Heartbeat{Common: admin, AgentID: "w"}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
