@@ -269,7 +269,13 @@ type reaperReport struct {
 	LastError     string     `json:"last_error,omitempty"`
 }
 
+// probeTimeout bounds the ledger look-ups of /readyz and of the diagnostics,
+// so that an unreachable NATS server makes them answer quickly, not hang.
+const probeTimeout = 2 * time.Second
+
 func (s *service) ready(ctx context.Context) (any, bool) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
 	r := readiness{Status: "ready"}
 	r.Backend = backendReport{Kind: "embedded", Server: s.nc.ConnectedServerVersion(), Stream: s.cfg.Ledger.Stream, Expectation: string(s.ledger.Mode())}
 	if s.embedded == nil {
@@ -300,6 +306,8 @@ func (s *service) ready(ctx context.Context) (any, bool) {
 }
 
 func (s *service) diagnostics(ctx context.Context) []httpapi.Diagnostic {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
 	var d []httpapi.Diagnostic
 	st := s.projector.Status()
 	if st.Failing {
