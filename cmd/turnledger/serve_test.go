@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,49 +15,17 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/projection"
 )
 
 var servingOn = regexp.MustCompile(`serving on (http://127\.0\.0\.1:\d+)`)
 
 // startServe runs the whole binary's `turnledger serve` on a random loopback
-// port with the given data directory, and returns its base URL and a stop
-// function that waits for it to exit and returns its exit status.
+// port with the given data directory (see startEngine), with a fast reaper.
 func startServe(t *testing.T, dir string) (string, func() int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--reap-interval", "50ms"}, out, out)
-	}()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if m := servingOn.FindStringSubmatch(out.String()); m != nil {
-			stopped := false
-			stop := func() int {
-				if stopped {
-					return 0
-				}
-				stopped = true
-				cancel()
-				return <-done
-			}
-			t.Cleanup(func() { stop() })
-			return m[1], stop
-		}
-		select {
-		case code := <-done:
-			cancel()
-			t.Fatalf("serve exited with %d before serving:\n%s", code, out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("serve did not start in 15s:\n%s", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return startEngine(t, dir, "127.0.0.1:0", "--reap-interval", "50ms")
 }
 
 // client drives the API over HTTP.
@@ -378,4 +345,68 @@ func TestServeRefusesProjectionsAheadOfTheLedger(t *testing.T) {
 		t.Fatalf("replay = %d:\n%s", code, out.String())
 	}
 	startServe(t, dir)
+}
+
+// TestTwoServesShareOneNATS runs two `serve` processes' worth of service on
+// one external NATS server, each with its own projections: work dispatched
+// through one is claimed and finished through the other, and a credential
+// revoked through one is refused by the other on the next request.
+func TestTwoServesShareOneNATS(t *testing.T) {
+	srv := natstest.Start(t)
+	dirA, dirB := t.TempDir(), t.TempDir()
+	baseA, _ := startEngine(t, dirA, "127.0.0.1:0", "--nats-url", srv.ClientURL())
+	// Both instances of one deployment share the admin token.
+	tok, err := os.ReadFile(filepath.Join(dirA, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dirB, "admin-token"), tok, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	baseB, _ := startEngine(t, dirB, "127.0.0.1:0", "--nats-url", srv.ClientURL())
+
+	adminA := adminClient(t, baseA, dirA)
+	req := agentClient(t, adminA, "p1", "req", 1, "turns:dispatch")
+	w := agentClient(t, adminA, "p1", "worker", 1)
+	var tv struct {
+		TurnID string `json:"turn_id"`
+	}
+	json.Unmarshal(req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
+		"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "worker"), "input": map[string]any{},
+		"turn_kind": "summarize", "dispatch_key": "k1", "authority": map[string]any{"mode": "root_request", "request_id": "r1"},
+	}, 200), &tv)
+
+	wB := w
+	wB.base = baseB
+	var c struct {
+		Claim map[string]any `json:"claim"`
+		Turn  struct {
+			TurnID string `json:"turn_id"`
+		} `json:"turn"`
+	}
+	json.Unmarshal(wB.call("POST", "/v3r1/projects/p1/agents/worker/claims:claim", map[string]any{"agent": agentRef("p1", "worker")}, 200), &c)
+	if c.Turn.TurnID != tv.TurnID {
+		t.Fatalf("claim through B = %q, want the turn %s dispatched through A", c.Turn.TurnID, tv.TurnID)
+	}
+	// A claim through A now finds nothing: B's claim holds the Turn.
+	if got := strings.TrimSpace(string(w.call("POST", "/v3r1/projects/p1/agents/worker/claims:claim", map[string]any{"agent": agentRef("p1", "worker")}, 200))); got != "null" {
+		t.Fatalf("second claim through A = %s, want null", got)
+	}
+	w.call("POST", "/v3r1/projects/p1/turns/"+tv.TurnID+":finish", map[string]any{"claim": c.Claim, "outcome": "succeeded", "final_payload": nil, "final_record_role": ""}, 200)
+	var fin struct {
+		State string `json:"state"`
+	}
+	json.Unmarshal(wB.call("GET", "/v3r1/projects/p1/turns/"+tv.TurnID, nil, 200), &fin)
+	if fin.State != "finished" {
+		t.Fatalf("turn read through B = %s, want finished", fin.State)
+	}
+
+	var creds struct {
+		Items []struct {
+			CredentialID string `json:"credential_id"`
+		} `json:"items"`
+	}
+	json.Unmarshal(adminA.call("GET", "/v3r1/projects/p1/agents/worker/credentials", nil, 200), &creds)
+	adminA.call("POST", "/v3r1/projects/p1/agents/worker/credentials/"+creds.Items[0].CredentialID+":revoke", nil, 200)
+	wB.call("GET", "/v3r1/projects/p1/turns/"+tv.TurnID, nil, 401)
 }
