@@ -155,3 +155,25 @@ func TestLimitDefaultsAndBounds(t *testing.T) {
 		t.Errorf("paged through %d feed items, want 64", len(seen))
 	}
 }
+
+// TestPayloadsOfMarkupCharacters: '<', '>' and '&' are stored as themselves,
+// not escaped sixfold, so a payload within its bound always fits the ledger
+// (it once grew past the NATS server's max_payload and answered 500).
+func TestPayloadsOfMarkupCharacters(t *testing.T) {
+	e := newEnv(t)
+	req := e.register("p1", "req", 1, "turns:dispatch")
+	e.register("p1", "worker", 1)
+	head, _ := e.ledger.Head(t.Context())
+	// 256 KiB of '<' is within the payload bound and stored as is.
+	// (Go's json.Marshal would escape them itself: write the body by hand.)
+	body := `{"requested_by":{"project_id":"p1","agent_id":"req"},"target_agent":{"project_id":"p1","agent_id":"worker"},` +
+		`"input":{"t":"` + strings.Repeat("<", 256*1024-20) + `"},"turn_kind":"summarize","dispatch_key":"lt",` +
+		`"authority":{"mode":"root_request","request_id":"r"}}`
+	r := e.do(req, "POST", "/v3r1/projects/p1/turns:dispatch", body)
+	if r.status != 200 {
+		t.Fatalf("dispatch of 256 KiB of '<' = %d %.200s, want 200", r.status, r.body)
+	}
+	if head2, _ := e.ledger.Head(t.Context()); head2 != head+1 {
+		t.Errorf("ledger head moved from %d to %d, want +1", head, head2)
+	}
+}

@@ -353,14 +353,21 @@ func (d decider) dispatch(cmd Dispatch) (*Event, error) {
 	if _, err := d.p.check(d.c.Caller, d.now); err != nil {
 		return nil, err
 	}
-	if id, ok := d.p.DispatchKeys[cmd.DispatchKey]; ok {
+	// Who may dispatch is checked before the idempotency look-up, so that a
+	// repeated key never shows a Turn to a caller who could not have made it.
+	if err := d.actingAs(cmd.RequestedBy); err != nil {
+		return nil, err
+	}
+	if cmd.Mode == AuthorityRoot {
+		if err := d.p.require(d.c.Caller, d.now, GrantDispatch); err != nil {
+			return nil, err
+		}
+	}
+	if id, ok := d.p.DispatchKeys[DispatchKeyOf(cmd.RequestedBy.AgentID, cmd.DispatchKey)]; ok {
 		if d.p.Turns[id].Dispatch.BodyHash == cmd.BodyHash {
 			return nil, nil // the same dispatch again: the same Turn
 		}
 		return nil, Errorf(Conflict, "dispatch_key %q was used for turn %s with a different body", cmd.DispatchKey, id)
-	}
-	if err := d.actingAs(cmd.RequestedBy); err != nil {
-		return nil, err
 	}
 	data := &TurnDispatched{
 		TargetAgent: cmd.TargetAgent, RequestedBy: cmd.RequestedBy, Input: cmd.Input,
@@ -369,9 +376,6 @@ func (d decider) dispatch(cmd Dispatch) (*Event, error) {
 	}
 	switch cmd.Mode {
 	case AuthorityRoot:
-		if err := d.p.require(d.c.Caller, d.now, GrantDispatch); err != nil {
-			return nil, err
-		}
 		if !keyPattern.MatchString(cmd.RequestID) {
 			return nil, invalid("authority.request_id must be 1 to 200 printable characters without spaces")
 		}

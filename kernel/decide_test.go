@@ -212,7 +212,7 @@ func TestDispatchIsIdempotentByKey(t *testing.T) {
 	if events := h.do(rootDispatch(req, "t2", "req", "worker", "k1")); len(events) != 0 {
 		t.Fatalf("a repeated dispatch gave %d events, want 0", len(events))
 	}
-	if got := h.p.DispatchKeys["k1"]; got != "t1" {
+	if got := h.p.DispatchKeys[DispatchKeyOf("req", "k1")]; got != "t1" {
 		t.Errorf("dispatch key k1 -> %s, want t1", got)
 	}
 	changed := rootDispatch(req, "t3", "req", "worker", "k1")
@@ -507,4 +507,20 @@ func TestErrorKind(t *testing.T) {
 	if got := ErrorKind(errors.New("boom")); got != Internal {
 		t.Errorf("ErrorKind(plain) = %s, want %s", got, Internal)
 	}
+}
+
+func TestDispatchKeysAreScopedAndGuarded(t *testing.T) {
+	h := newHarness(t)
+	a := h.agent("a", 1, GrantDispatch)
+	b := h.agent("b", 1, GrantDispatch)
+	spy := h.agent("spy", 1)
+	h.agent("worker", 1)
+	h.do(rootDispatch(a, "t1", "a", "worker", "same"))
+	// Another requester with the same key makes its own Turn.
+	if ev := h.do(rootDispatch(b, "t2", "b", "worker", "same")); len(ev) != 1 || ev[0].ID != "t2" {
+		t.Fatalf("b's dispatch with a's key = %v, want a new turn t2", ev)
+	}
+	// Replaying a's dispatch without the right to make it shows nothing.
+	h.refuse(rootDispatch(spy, "t3", "a", "worker", "same"), Forbidden)
+	h.refuse(rootDispatch(spy, "t3", "spy", "worker", "same"), Forbidden)
 }

@@ -78,7 +78,15 @@ func MarshalEvent(e Event) ([]byte, error) {
 	if !ValidID(e.ProjectID) || !ValidID(e.ID) {
 		return nil, fmt.Errorf("kernel: event %s has an unsafe project or aggregate id", e.Type)
 	}
-	return json.Marshal(e)
+	// No HTML escaping: it would grow every '<', '>' and '&' of a client's
+	// payload sixfold on the ledger.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 // UnmarshalEvent decodes an event written by MarshalEvent. An unknown type or

@@ -38,7 +38,7 @@ func (e *Engine) Dispatch(ctx context.Context, project string, cmd Dispatch) (Di
 		if err != nil {
 			return err
 		}
-		res = DispatchResult{TurnID: p.DispatchKeys[cmd.DispatchKey], Seq: seq}
+		res = DispatchResult{TurnID: p.DispatchKeys[DispatchKeyOf(cmd.RequestedBy.AgentID, cmd.DispatchKey)], Seq: seq}
 		res.Created = res.TurnID == id
 		return nil
 	})

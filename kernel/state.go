@@ -28,7 +28,7 @@ type Project struct {
 	Agents       map[string]*Agent
 	Credentials  map[string]*Credential // by credential id
 	Turns        map[string]*Turn
-	DispatchKeys map[string]string // dispatch_key → turn id
+	DispatchKeys map[string]string // DispatchKeyOf(requester, dispatch_key) → turn id
 	Invites      map[string]*Invite
 	InviteCodes  map[string]string // code hash → invite id
 	queues       map[string][]queued
@@ -183,7 +183,7 @@ func Evolve(p *Project, r Recorded) {
 		t := &Turn{ID: e.ID, Order: r.Seq, Dispatch: *d, State: StateQueued}
 		p.Turns[e.ID] = t
 		if d.DispatchKey != "" {
-			p.DispatchKeys[d.DispatchKey] = e.ID
+			p.DispatchKeys[DispatchKeyOf(d.RequestedBy.AgentID, d.DispatchKey)] = e.ID
 		}
 		p.enqueue(t)
 	case *TurnClaimed:
@@ -291,3 +291,7 @@ func (p *Project) NextQueued(agentID string) *Turn {
 
 // Queued returns how many Turns wait in the agent's queue.
 func (p *Project) Queued(agentID string) int { return len(p.queues[agentID]) }
+
+// DispatchKeyOf is the key of a dispatch in Project.DispatchKeys: dispatch
+// keys are scoped to their requester, so two requesters never collide on one.
+func DispatchKeyOf(requester, dispatchKey string) string { return requester + "\x00" + dispatchKey }

@@ -24,6 +24,10 @@ var ErrConflict = fmt.Errorf("ledger: wrong last sequence: %w", kernel.ErrStale)
 // safe token (kernel.ValidID). Nothing is read or written.
 var ErrInvalidID = errors.New("ledger: unsafe id")
 
+// headerAllowance is what the headers of an event message may take of the
+// server's max_payload.
+const headerAllowance = 1024
+
 // Message headers set on every event, so a consumer can route without
 // decoding the body.
 const (
@@ -46,6 +50,7 @@ type Store struct {
 	version string      // of the server the connection reached at Open
 	js      jetstream.JetStream
 	stream  jetstream.Stream
+	nc      *nats.Conn
 
 	mu    sync.Mutex // ExpectStream mode: serializes appends, guards heads
 	heads heads
@@ -89,7 +94,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: create or update stream %s: %w", cfg.Stream, err)
 	}
-	return &Store{cfg: cfg, mode: mode, version: version, js: js, stream: st}, nil
+	return &Store{cfg: cfg, mode: mode, version: version, js: js, stream: st, nc: nc}, nil
 }
 
 // resolveMode picks the expectation mode for a server of version v.
@@ -203,6 +208,11 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 	data, err := kernel.MarshalEvent(e)
 	if err != nil {
 		return 0, err
+	}
+	// The server refuses a message over its max_payload; say so as the
+	// client's error (the request is too large), not as an outage.
+	if limit := s.nc.MaxPayload() - headerAllowance; int64(len(data)) > limit {
+		return 0, kernel.Errorf(kernel.Validation, "the event is %d bytes encoded; the ledger takes at most %d: send smaller payloads", len(data), limit)
 	}
 	msg := &nats.Msg{
 		Subject: s.subject(e),
