@@ -33,6 +33,9 @@ func callerFrom(ctx context.Context) (kernel.Caller, error) {
 }
 
 func bearer(r *http.Request) (string, bool) {
+	if len(r.Header.Values("Authorization")) != 1 {
+		return "", false
+	}
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
@@ -54,6 +57,11 @@ func (s *Server) isAdmin(r *http.Request) bool {
 // admin bearer (without agent headers), or the three agent headers, whose
 // project must be the path's.
 func (s *Server) authenticate(ctx context.Context, r *http.Request, project string) (kernel.Caller, error) {
+	for _, h := range []string{"Authorization", HeaderProject, HeaderAgent} {
+		if len(r.Header.Values(h)) > 1 {
+			return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "the %s header is given more than once", h)
+		}
+	}
 	agent := r.Header.Get(HeaderAgent)
 	hp := r.Header.Get(HeaderProject)
 	token, ok := bearer(r)

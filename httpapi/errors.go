@@ -61,20 +61,20 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ke) && ke.Kind != kernel.Internal:
 		jsonhttp.WriteError(w, statusOf[ke.Kind], string(ke.Kind), ke.Message)
 	default:
-		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Error("internal error", "method", r.Method, "path", requestPath(r), "err", err)
 		jsonhttp.WriteError(w, http.StatusInternalServerError, string(kernel.Internal), "internal error; see the server log")
 	}
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	jsonhttp.WriteError(w, http.StatusNotFound, string(kernel.NotFound), "no route for "+r.Method+" "+r.URL.Path)
+	jsonhttp.WriteError(w, http.StatusNotFound, string(kernel.NotFound), "no route for "+r.Method+" "+requestPath(r))
 }
 
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	jsonhttp.WriteError(w, errNotAllowed.status, errNotAllowed.name, "method "+r.Method+" is not allowed on "+r.URL.Path)
+	jsonhttp.WriteError(w, errNotAllowed.status, errNotAllowed.name, "method "+r.Method+" is not allowed on "+requestPath(r))
 }
 
 func (s *Server) panicked(w http.ResponseWriter, r *http.Request, v any) {
-	s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
+	s.log.Error("panic serving request", "method", r.Method, "path", requestPath(r), "panic", v)
 	jsonhttp.WriteError(w, http.StatusInternalServerError, string(kernel.Internal), "internal error; see the server log")
 }

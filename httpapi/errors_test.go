@@ -88,6 +88,9 @@ func TestBadInput(t *testing.T) {
 		{"bad state filter", req, "GET", "/v3r1/projects/p1/projection/turns?state=running", nil, 422, "ValidationError"},
 		{"admin route without bearer", asNobody, "POST", "/admin/v1/projects/p1/agent-join-invites", `{}`, 401, "UnauthorizedError"},
 		{"admin route with agent token", as{token: req.token, agent: "", project: ""}, "POST", "/admin/v1/projects/p1/agent-join-invites", `{}`, 401, "UnauthorizedError"},
+		{"verb route with the wrong method", req, "GET", "/v3r1/projects/p1/turns:dispatch", nil, 405, "MethodNotAllowedError"},
+		{"options", req, "OPTIONS", "/v3r1/projects/p1/turns/" + tv.TurnID, nil, 405, "MethodNotAllowedError"},
+		{"escaped slash", req, "GET", "/v3r1/projects/p1/agents%2Fworker", nil, 404, "NotFoundError"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -175,5 +178,27 @@ func TestPayloadsOfMarkupCharacters(t *testing.T) {
 	}
 	if head2, _ := e.ledger.Head(t.Context()); head2 != head+1 {
 		t.Errorf("ledger head moved from %d to %d, want +1", head, head2)
+	}
+}
+
+func TestErrorsNameTheRequestedPathAndDuplicateHeadersAreRefused(t *testing.T) {
+	e := newEnv(t)
+	req := e.register("p1", "req", 1)
+	r := e.do(req, "GET", "/v3r1/projects/p1/turns:dispatch", nil)
+	if !strings.Contains(string(r.body), "/v3r1/projects/p1/turns:dispatch") {
+		t.Errorf("405 message = %s, want it to name the path asked for", r.body)
+	}
+	hreq, _ := http.NewRequest("GET", e.url+"/v3r1/projects/p1/projection/agents", nil)
+	hreq.Header.Set("X-Svc-Project-Id", "p1")
+	hreq.Header.Set("X-Svc-Agent-Id", "req")
+	hreq.Header.Add("Authorization", "Bearer "+req.token)
+	hreq.Header.Add("Authorization", "Bearer tla_other")
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("two Authorization headers = %d, want 401", resp.StatusCode)
 	}
 }

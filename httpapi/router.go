@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -59,6 +60,7 @@ func (v *verbRouter) Handle(method, pattern string, h httprouter.Handle) {
 		t.RedirectTrailingSlash = false
 		t.RedirectFixedPath = false
 		t.HandleMethodNotAllowed = true
+		t.HandleOPTIONS = false // an OPTIONS request gets the one error writer's 405, like any other method
 		t.NotFound = v.notFound
 		t.MethodNotAllowed = v.notAllow
 		t.PanicHandler = v.panics
@@ -68,6 +70,13 @@ func (v *verbRouter) Handle(method, pattern string, h httprouter.Handle) {
 }
 
 func (v *verbRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(context.WithValue(r.Context(), pathKey{}, r.URL.Path))
+	// An escaped slash would be read as a separator once decoded: no route
+	// has one.
+	if strings.Contains(strings.ToLower(r.URL.EscapedPath()), "%2f") {
+		v.notFound.ServeHTTP(w, r)
+		return
+	}
 	path, verb := splitVerb(r.URL.Path)
 	t := v.trees[verb]
 	if t == nil {
@@ -83,4 +92,15 @@ func (v *verbRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r2
 	}
 	t.ServeHTTP(w, r)
+}
+
+type pathKey struct{}
+
+// requestPath is the path the client asked for, before the verb was split
+// off: what error messages name.
+func requestPath(r *http.Request) string {
+	if p, ok := r.Context().Value(pathKey{}).(string); ok {
+		return p
+	}
+	return r.URL.Path
 }
