@@ -204,6 +204,7 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 	page := FeedPage{Items: []FeedItem{}, NextAfterLedgerSeq: after}
 	parts := append([]string{project}, id...)
 	prefix := key(parts...)
+	var dec feedDecoder
 	err := s.db.View(func(tx *bolt.Tx) error {
 		feed := tx.Bucket(bktFeed)
 		if owner != nil && tx.Bucket(owner).Get(prefix) == nil {
@@ -225,11 +226,10 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 			if index != nil {
 				v = feed.Get(seqKey(seq, project))
 			}
-			var it FeedItem
-			if err := json.Unmarshal(v, &it); err != nil {
+			page.Items = append(page.Items, FeedItem{})
+			if err := dec.decode(v, &page.Items[len(page.Items)-1]); err != nil {
 				return err
 			}
-			page.Items = append(page.Items, it)
 			page.NextAfterLedgerSeq = seq
 		}
 		return nil
