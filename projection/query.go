@@ -214,9 +214,12 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 			return nil
 		}
 		c := feed.Cursor()
+		var fk []byte // (project, ledger_seq) of an index entry, reused
 		if index != nil {
 			c = tx.Bucket(index).Cursor()
+			fk = key(project)
 		}
+		pk := len(fk)
 		for k, v := c.Seek(seqKey(after+1, parts...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if len(page.Items) == limit {
 				page.HasMore = true
@@ -224,7 +227,8 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 			}
 			seq := tailSeq(k)
 			if index != nil {
-				v = feed.Get(seqKey(seq, project))
+				fk = appendSeq(fk[:pk], seq)
+				v = feed.Get(fk)
 			}
 			page.Items = append(page.Items, FeedItem{})
 			if err := dec.decode(v, &page.Items[len(page.Items)-1]); err != nil {
