@@ -12,12 +12,11 @@ import (
 	"github.com/turnledger/turnledger/kernel"
 )
 
-// folder applies events inside one write transaction.
+// folder applies events inside one write transaction. It opens a bucket
+// when an event first needs it (bbolt caches it for the transaction): most
+// events touch about half of the buckets, and opening one allocates.
 type folder struct {
-	meta, turns, byDispatch, byTarget, byState, byAgent, children *bolt.Bucket
-	context                                                       *bolt.Bucket
-	feed, turnFeed, agentFeed, agents, seen, claims, queued       *bolt.Bucket
-	offers, creds                                                 *bolt.Bucket
+	tx *bolt.Tx
 
 	// turnCache holds the Turn records read or written in this transaction;
 	// they are encoded once, by flush, however many events of the batch
@@ -26,16 +25,7 @@ type folder struct {
 }
 
 func newFolder(tx *bolt.Tx) *folder {
-	return &folder{
-		meta: tx.Bucket(bktMeta), turns: tx.Bucket(bktTurns), byDispatch: tx.Bucket(bktByDispatch),
-		byTarget: tx.Bucket(bktByTarget), byState: tx.Bucket(bktByState), byAgent: tx.Bucket(bktByAgent),
-		children: tx.Bucket(bktChildren),
-		context:  tx.Bucket(bktContext), feed: tx.Bucket(bktFeed), turnFeed: tx.Bucket(bktTurnFeed),
-		agentFeed: tx.Bucket(bktAgentFeed), agents: tx.Bucket(bktAgents), seen: tx.Bucket(bktSeen),
-		claims: tx.Bucket(bktClaims), queued: tx.Bucket(bktQueued), offers: tx.Bucket(bktOffers),
-		creds:     tx.Bucket(bktCreds),
-		turnCache: map[string]*turnRecord{},
-	}
+	return &folder{tx: tx, turnCache: map[string]*turnRecord{}}
 }
 
 // turn returns the cached record of a Turn, reading it when needed; nil when
@@ -45,7 +35,7 @@ func (f *folder) turn(tk []byte) (*turnRecord, error) {
 		return rec, nil
 	}
 	var rec turnRecord
-	found, err := getJSON(f.turns, tk, &rec)
+	found, err := getJSON(f.tx.Bucket(bktTurns), tk, &rec)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -56,7 +46,7 @@ func (f *folder) turn(tk []byte) (*turnRecord, error) {
 // flush writes the Turn records changed in this transaction.
 func (f *folder) flush() error {
 	for k, rec := range f.turnCache {
-		if err := putJSON(f.turns, []byte(k), rec); err != nil {
+		if err := putJSON(f.tx.Bucket(bktTurns), []byte(k), rec); err != nil {
 			return err
 		}
 	}
@@ -84,7 +74,7 @@ func (f *folder) fold(r kernel.Recorded) error {
 	if err != nil {
 		return err
 	}
-	if err := f.feed.Put(seqKey(r.Seq, p), item); err != nil {
+	if err := f.tx.Bucket(bktFeed).Put(seqKey(r.Seq, p), item); err != nil {
 		return err
 	}
 	if e.Actor.Kind == "agent" && e.Actor.AgentID != "" {
@@ -96,7 +86,7 @@ func (f *folder) fold(r kernel.Recorded) error {
 	case kernel.AggTurn:
 		return f.foldTurn(r)
 	case kernel.AggAgent:
-		if err := f.agentFeed.Put(seqKey(r.Seq, p, e.ID), nil); err != nil {
+		if err := f.tx.Bucket(bktAgentFeed).Put(seqKey(r.Seq, p, e.ID), nil); err != nil {
 			return err
 		}
 		return f.foldAgent(r)
@@ -113,10 +103,10 @@ func (f *folder) see(p, agent string, t time.Time) error {
 	}
 	k := key(p, agent)
 	n := uint64(t.UnixNano())
-	if old := f.seen.Get(k); old != nil && getU64(old) >= n {
+	if old := f.tx.Bucket(bktSeen).Get(k); old != nil && getU64(old) >= n {
 		return nil
 	}
-	return f.seen.Put(k, putU64(n))
+	return f.tx.Bucket(bktSeen).Put(k, putU64(n))
 }
 
 // feedItem encodes the feed form of an event: the envelope, its ledger_seq,
@@ -209,7 +199,7 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 	if err != nil {
 		return err
 	}
-	if err := f.turnFeed.Put(seqKey(r.Seq, p, id), nil); err != nil {
+	if err := f.tx.Bucket(bktTurnFeed).Put(seqKey(r.Seq, p, id), nil); err != nil {
 		return err
 	}
 	if e.Type == kernel.EvTurnDispatched {
@@ -232,18 +222,18 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 		}
 		if d.Authority.ParentTurnID != "" {
 			v.Parent = &kernel.TurnRef{ProjectID: p, TurnID: d.Authority.ParentTurnID}
-			if err := f.children.Put(seqKey(r.Seq, p, d.Authority.ParentTurnID), []byte(id)); err != nil {
+			if err := f.tx.Bucket(bktChildren).Put(seqKey(r.Seq, p, d.Authority.ParentTurnID), []byte(id)); err != nil {
 				return err
 			}
 		}
-		if err := f.byDispatch.Put(seqKey(r.Seq, p), []byte(id)); err != nil {
+		if err := f.tx.Bucket(bktByDispatch).Put(seqKey(r.Seq, p), []byte(id)); err != nil {
 			return err
 		}
-		if err := f.byTarget.Put(seqKey(r.Seq, p, v.TargetAgent.AgentID), []byte(id)); err != nil {
+		if err := f.tx.Bucket(bktByTarget).Put(seqKey(r.Seq, p, v.TargetAgent.AgentID), []byte(id)); err != nil {
 			return err
 		}
 		for _, a := range involved(v) {
-			if err := f.byAgent.Put(seqKey(r.Seq, p, a), []byte(id)); err != nil {
+			if err := f.tx.Bucket(bktByAgent).Put(seqKey(r.Seq, p, a), []byte(id)); err != nil {
 				return err
 			}
 		}
@@ -356,7 +346,7 @@ func (f *folder) putContext(r kernel.Recorded, v *TurnView, seq uint64, role str
 	if seq > v.LastTurnSeq {
 		v.LastTurnSeq = seq
 	}
-	return putJSON(f.context, seqKey(seq, v.ProjectID, v.TurnID), it)
+	return putJSON(f.tx.Bucket(bktContext), seqKey(seq, v.ProjectID, v.TurnID), it)
 }
 
 // involved returns the agents of the Turn's project that are its target or
@@ -376,7 +366,7 @@ func involved(v TurnView) []string {
 // its requester.
 func (f *folder) turnAgentFeeds(r kernel.Recorded, v TurnView) error {
 	for _, a := range involved(v) {
-		if err := f.agentFeed.Put(seqKey(r.Seq, v.ProjectID, a), nil); err != nil {
+		if err := f.tx.Bucket(bktAgentFeed).Put(seqKey(r.Seq, v.ProjectID, a), nil); err != nil {
 			return err
 		}
 	}
@@ -402,33 +392,33 @@ func (f *folder) reindexTurn(old, nw *turnRecord) error {
 	}
 	if oldState != v.State {
 		if oldState != "" {
-			if err := f.byState.Delete(seqKey(nw.DispatchSeq, p, oldState)); err != nil {
+			if err := f.tx.Bucket(bktByState).Delete(seqKey(nw.DispatchSeq, p, oldState)); err != nil {
 				return err
 			}
 		}
-		if err := f.byState.Put(seqKey(nw.DispatchSeq, p, v.State), []byte(v.TurnID)); err != nil {
+		if err := f.tx.Bucket(bktByState).Put(seqKey(nw.DispatchSeq, p, v.State), []byte(v.TurnID)); err != nil {
 			return err
 		}
 		qk := key(p, v.TargetAgent.AgentID, v.TurnKind)
 		if oldState == StateQueued {
-			if err := addCount(f.queued, qk, -1); err != nil {
+			if err := addCount(f.tx.Bucket(bktQueued), qk, -1); err != nil {
 				return err
 			}
 		}
 		if v.State == StateQueued {
-			if err := addCount(f.queued, qk, 1); err != nil {
+			if err := addCount(f.tx.Bucket(bktQueued), qk, 1); err != nil {
 				return err
 			}
 		}
 	}
 	if oldClaim != newClaim {
 		if oldClaim != "" {
-			if err := addCount(f.claims, key(p, oldClaim), -1); err != nil {
+			if err := addCount(f.tx.Bucket(bktClaims), key(p, oldClaim), -1); err != nil {
 				return err
 			}
 		}
 		if newClaim != "" {
-			if err := addCount(f.claims, key(p, newClaim), 1); err != nil {
+			if err := addCount(f.tx.Bucket(bktClaims), key(p, newClaim), 1); err != nil {
 				return err
 			}
 		}
@@ -442,7 +432,7 @@ func (f *folder) foldAgent(r kernel.Recorded) error {
 	p, id := e.ProjectID, e.ID
 	ak := key(p, id)
 	var rec agentRecord
-	found, err := getJSON(f.agents, ak, &rec)
+	found, err := getJSON(f.tx.Bucket(bktAgents), ak, &rec)
 	if err != nil {
 		return err
 	}
@@ -464,13 +454,13 @@ func (f *folder) foldAgent(r kernel.Recorded) error {
 		rec.Provenance = ProvenanceView{Kind: d.Provenance.Kind, ExternalRef: d.Provenance.ExternalRef, PayloadHash: d.Provenance.PayloadHash}
 		for _, c := range oldCaps {
 			if !slices.Contains(rec.Capabilities, c) {
-				if err := f.offers.Delete(key(p, c, id)); err != nil {
+				if err := f.tx.Bucket(bktOffers).Delete(key(p, c, id)); err != nil {
 					return err
 				}
 			}
 		}
 		for _, c := range rec.Capabilities {
-			if err := f.offers.Put(key(p, c, id), nil); err != nil {
+			if err := f.tx.Bucket(bktOffers).Put(key(p, c, id), nil); err != nil {
 				return err
 			}
 		}
@@ -494,17 +484,17 @@ func (f *folder) foldAgent(r kernel.Recorded) error {
 				return err
 			}
 			rec.LedgerSeq = r.Seq
-			return putJSON(f.agents, ak, rec)
+			return putJSON(f.tx.Bucket(bktAgents), ak, rec)
 		default:
 			// Work-memory reports and other agent events: they change
 			// nothing but the agent's ledger_seq.
 			rec.LedgerSeq = r.Seq
-			return putJSON(f.agents, ak, rec)
+			return putJSON(f.tx.Bucket(bktAgents), ak, rec)
 		}
 	}
 	rec.UpdatedAt = e.At
 	rec.LedgerSeq = r.Seq
-	return putJSON(f.agents, ak, rec)
+	return putJSON(f.tx.Bucket(bktAgents), ak, rec)
 }
 
 // dedupe returns s without repeats, in first-seen order, never nil.
@@ -563,22 +553,22 @@ func (f *folder) foldCredential(r kernel.Recorded) error {
 	if agent == "" {
 		return nil
 	}
-	if err := f.agentFeed.Put(seqKey(r.Seq, p, agent), nil); err != nil {
+	if err := f.tx.Bucket(bktAgentFeed).Put(seqKey(r.Seq, p, agent), nil); err != nil {
 		return err
 	}
 	switch {
 	case issue != nil && issue.CredentialID != "":
 		issue.ProjectID, issue.IssuedAt, issue.IssuedSeq = p, e.At, r.Seq
-		return putJSON(f.creds, key(p, agent, issue.CredentialID), issue)
+		return putJSON(f.tx.Bucket(bktCreds), key(p, agent, issue.CredentialID), issue)
 	case revoke != "":
 		ck := key(p, agent, revoke)
 		var c credRecord
-		found, err := getJSON(f.creds, ck, &c)
+		found, err := getJSON(f.tx.Bucket(bktCreds), ck, &c)
 		if err != nil || !found || c.RevokedAt != nil {
 			return err
 		}
 		c.RevokedAt = ptr(e.At)
-		return putJSON(f.creds, ck, c)
+		return putJSON(f.tx.Bucket(bktCreds), ck, c)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/turnledger/turnledger/kernel"
 )
 
@@ -35,6 +37,14 @@ func FuzzFeedItemStripsSecrets(f *testing.F) {
 		var it FeedItem
 		if err := json.Unmarshal(b, &it); err != nil {
 			t.Fatalf("feed item %s does not decode: %v", b, err)
+		}
+		var fd feedDecoder
+		var got FeedItem
+		if err := fd.decode(b, &got); err != nil {
+			t.Fatalf("feedDecoder.decode(%s) = %v, want nil", b, err)
+		}
+		if diff := cmp.Diff(it, got); diff != "" {
+			t.Fatalf("feedDecoder.decode(%s) differs from json.Unmarshal (-want +got):\n%s", b, diff)
 		}
 		if it.LedgerSeq != 7 || it.Type != kernel.EvTurnRecordAppended || it.ID != "t1" {
 			t.Fatalf("feed item envelope = %+v, want seq 7 of t1", it)

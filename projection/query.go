@@ -204,6 +204,7 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 	page := FeedPage{Items: []FeedItem{}, NextAfterLedgerSeq: after}
 	parts := append([]string{project}, id...)
 	prefix := key(parts...)
+	var dec feedDecoder
 	err := s.db.View(func(tx *bolt.Tx) error {
 		feed := tx.Bucket(bktFeed)
 		if owner != nil && tx.Bucket(owner).Get(prefix) == nil {
@@ -213,9 +214,12 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 			return nil
 		}
 		c := feed.Cursor()
+		var fk []byte // (project, ledger_seq) of an index entry, reused
 		if index != nil {
 			c = tx.Bucket(index).Cursor()
+			fk = key(project)
 		}
+		pk := len(fk)
 		for k, v := c.Seek(seqKey(after+1, parts...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if len(page.Items) == limit {
 				page.HasMore = true
@@ -223,13 +227,13 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 			}
 			seq := tailSeq(k)
 			if index != nil {
-				v = feed.Get(seqKey(seq, project))
+				fk = appendSeq(fk[:pk], seq)
+				v = feed.Get(fk)
 			}
-			var it FeedItem
-			if err := json.Unmarshal(v, &it); err != nil {
+			page.Items = append(page.Items, FeedItem{})
+			if err := dec.decode(v, &page.Items[len(page.Items)-1]); err != nil {
 				return err
 			}
-			page.Items = append(page.Items, it)
 			page.NextAfterLedgerSeq = seq
 		}
 		return nil

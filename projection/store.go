@@ -183,7 +183,7 @@ func (s *Store) Apply(batch []kernel.Recorded) error {
 	var last uint64
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		f := newFolder(tx)
-		cp := getU64(f.meta.Get(keyCheckpoint))
+		cp := getU64(f.tx.Bucket(bktMeta).Get(keyCheckpoint))
 		prev := cp
 		for _, r := range batch {
 			if r.Seq <= prev {
@@ -204,7 +204,7 @@ func (s *Store) Apply(batch []kernel.Recorded) error {
 			return err
 		}
 		last = prev
-		return f.meta.Put(keyCheckpoint, putU64(prev))
+		return f.tx.Bucket(bktMeta).Put(keyCheckpoint, putU64(prev))
 	})
 	if err != nil {
 		return err
