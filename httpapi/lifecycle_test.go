@@ -398,3 +398,61 @@ func TestProjectionTurnFilters(t *testing.T) {
 		t.Errorf("projection/turns as w1 (-want +got):\n%s", diff)
 	}
 }
+
+// TestProjectionTurnsPages walks more Turns than one page holds with the
+// after_ledger_seq cursor, with and without a filter that skips most of them:
+// every Turn comes once, in dispatch order, and no page examines more than
+// its scan budget.
+func TestProjectionTurnsPages(t *testing.T) {
+	e := newEnv(t)
+	req := e.register("p1", "req", 1, "turns:dispatch", "projections:read")
+	e.register("p1", "worker", 1)
+	var all, stopped []string
+	for i := 0; i < 130; i++ {
+		tv := e.dispatch(req, "worker", fmt.Sprintf("k%d", i))
+		all = append(all, tv.TurnID)
+		if i%40 == 0 {
+			e.must(req, "POST", "/v3r1/projects/p1/management/turns/"+tv.TurnID+":stop", map[string]any{"requested_by": ref("p1", "req")}, 200)
+			stopped = append(stopped, tv.TurnID)
+		}
+	}
+	walk := func(query string, limit int) ([]string, int) {
+		var got []string
+		after, pages := uint64(0), 0
+		for ; pages < 100; pages++ {
+			var page struct {
+				Items   []turn `json:"items"`
+				Next    uint64 `json:"next_after_ledger_seq"`
+				HasMore bool   `json:"has_more"`
+			}
+			e.must(req, "GET", fmt.Sprintf("/v3r1/projects/p1/projection/turns?limit=%d&after_ledger_seq=%d%s", limit, after, query), nil, 200).decode(t, &page)
+			for _, it := range page.Items {
+				got = append(got, it.TurnID)
+			}
+			if !page.HasMore {
+				break
+			}
+			if page.Next <= after {
+				t.Fatalf("cursor did not advance: %d after %d", page.Next, after)
+			}
+			after = page.Next
+		}
+		return got, pages + 1
+	}
+	if got, _ := walk("", 50); !cmp.Equal(all, got) {
+		t.Errorf("paging all turns: got %d turns, want %d in dispatch order", len(got), len(all))
+	}
+	// A filter that matches 4 of 130: pages of 1 examine at most 110 Turns,
+	// so the walk takes more than one page even when a page is short.
+	got, pages := walk("&state=finished&outcome=stopped", 1)
+	if diff := cmp.Diff(stopped, got); diff != "" {
+		t.Errorf("paging stopped turns (-want +got):\n%s", diff)
+	}
+	if pages < len(stopped) {
+		t.Errorf("walked %d pages for %d turns of limit 1", pages, len(stopped))
+	}
+	got, _ = walk("&stop_requested_only=true", 1)
+	if diff := cmp.Diff(stopped, got); diff != "" {
+		t.Errorf("paging stop-requested turns with a scan budget (-want +got):\n%s", diff)
+	}
+}

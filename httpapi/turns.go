@@ -362,7 +362,7 @@ func (s *Server) reconcileExpired(w http.ResponseWriter, c *call) error {
 var turnStates = map[string]bool{kernel.StateQueued: true, kernel.StateClaimed: true, kernel.StateSuspended: true, kernel.StateFinished: true}
 
 func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
-	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "stop_requested_only", "limit")
+	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "stop_requested_only", "after_ledger_seq", "limit")
 	if err != nil {
 		return err
 	}
@@ -375,6 +375,9 @@ func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
 		return kernel.Errorf(kernel.Validation, "state must be one of queued, claimed, suspended, finished; not %q", f.State)
 	}
 	if f.StopRequestedOnly, err = q.flag("stop_requested_only"); err != nil {
+		return err
+	}
+	if f.AfterSeq, err = q.seq("after_ledger_seq"); err != nil {
 		return err
 	}
 	limit, err := s.limit(q)
@@ -390,11 +393,13 @@ func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	items, err := s.store.Turns(c.project, f, limit)
+	tp, err := s.store.TurnsPage(c.project, f, limit)
 	if err != nil {
 		return err
 	}
-	return s.ok(w, s.page(c, items, limit))
+	pg := s.page(c, tp.Items, limit)
+	pg.NextAfterLedgerSeq, pg.HasMore = &tp.NextAfterSeq, &tp.HasMore
+	return s.ok(w, pg)
 }
 
 func (s *Server) lineage(w http.ResponseWriter, c *call) error {

@@ -73,8 +73,19 @@ func (s *Store) Context(project, turnID string, afterTurnSeq uint64, limit int) 
 // Turns lists the Turns of a project that match f, oldest dispatch first, at
 // most limit of them.
 func (s *Store) Turns(project string, f TurnFilter, limit int) ([]TurnView, error) {
+	pg, err := s.TurnsPage(project, f, limit)
+	return pg.Items, err
+}
+
+// TurnsPage lists the Turns that match f in dispatch order, after the cursor
+// f.AfterSeq. The index chosen (target agent, visibility, state, or all) is
+// walked from the cursor; other filters are applied while walking, and the
+// walk stops after examining scanBudget(limit) Turns, so a page costs
+// O(limit) however many Turns a filter skips. A page can then hold fewer
+// items than the limit with HasMore set: follow NextAfterSeq.
+func (s *Store) TurnsPage(project string, f TurnFilter, limit int) (TurnsPage, error) {
 	limit = clampLimit(limit)
-	out := []TurnView{}
+	pg := TurnsPage{Items: []TurnView{}, NextAfterSeq: f.AfterSeq}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		turns := tx.Bucket(bktTurns)
 		var c *bolt.Cursor
@@ -89,19 +100,37 @@ func (s *Store) Turns(project string, f TurnFilter, limit int) ([]TurnView, erro
 		default:
 			c, prefix = tx.Bucket(bktByDispatch).Cursor(), key(project)
 		}
-		for k, id := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, id = c.Next() {
+		start := prefix
+		if f.AfterSeq > 0 {
+			if f.AfterSeq == ^uint64(0) {
+				return nil
+			}
+			start = appendSeq(append([]byte(nil), prefix...), f.AfterSeq+1)
+		}
+		budget := scanBudget(limit)
+		k, id := c.Seek(start)
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, id = c.Next() {
+			if len(pg.Items) == limit || budget == 0 {
+				pg.HasMore = true
+				return nil
+			}
+			budget--
+			pg.NextAfterSeq = tailSeq(k)
 			rec, err := loadTurn(turns, project, string(id))
 			if err != nil {
 				return err
 			}
 			if f.match(rec.View) {
-				out = append(out, rec.View)
+				pg.Items = append(pg.Items, rec.View)
 			}
 		}
 		return nil
 	})
-	return out, err
+	return pg, err
 }
+
+// scanBudget is how many Turns a page examines at most.
+func scanBudget(limit int) int { return 10*limit + 100 }
 
 func (f TurnFilter) match(v TurnView) bool {
 	switch {

@@ -116,6 +116,20 @@ type TurnFilter struct {
 	// VisibleTo, when set, keeps only the Turns whose target agent or
 	// requester is this agent (the read policy of an agent).
 	VisibleTo string
+	// AfterSeq is the cursor: only Turns dispatched after this ledger_seq.
+	AfterSeq uint64
+}
+
+// TurnsPage is a page of Turns in dispatch order.
+type TurnsPage struct {
+	Items []TurnView
+	// NextAfterSeq is the cursor for the next page: the dispatch ledger_seq
+	// of the last Turn examined (which may be past the last one returned),
+	// or the cursor asked for when nothing was examined.
+	NextAfterSeq uint64
+	// HasMore says whether Turns may follow: the page stopped at its limit
+	// or its scan budget before the end of the index.
+	HasMore bool
 }
 
 // LineageItem is one Turn of a lineage.
