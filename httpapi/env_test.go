@@ -226,15 +226,16 @@ func dispatchBody(project, from, to, key string, input any) map[string]any {
 
 // turn is the part of a Turn snapshot tests look at.
 type turn struct {
-	TurnID        string          `json:"turn_id"`
-	State         string          `json:"state"`
-	Outcome       *string         `json:"outcome"`
-	StopRequested bool            `json:"stop_requested"`
-	LastTurnSeq   uint64          `json:"last_turn_seq"`
-	Depth         int             `json:"depth"`
-	RootTurnID    string          `json:"root_turn_id"`
-	FinalPayload  json.RawMessage `json:"final_payload"`
-	Claim         *struct {
+	TurnID          string          `json:"turn_id"`
+	State           string          `json:"state"`
+	Outcome         *string         `json:"outcome"`
+	StopRequested   bool            `json:"stop_requested"`
+	StopRequestedAt *time.Time      `json:"stop_requested_at"`
+	LastTurnSeq     uint64          `json:"last_turn_seq"`
+	Depth           int             `json:"depth"`
+	RootTurnID      string          `json:"root_turn_id"`
+	FinalPayload    json.RawMessage `json:"final_payload"`
+	Claim           *struct {
 		AgentID   string    `json:"agent_id"`
 		ExpiresAt time.Time `json:"expires_at"`
 	} `json:"claim"`

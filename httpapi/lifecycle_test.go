@@ -205,6 +205,9 @@ func TestStopSuspendResumeAndReconcile(t *testing.T) {
 	if stopped.State != "finished" || stopped.Outcome == nil || *stopped.Outcome != "stopped" || !stopped.StopRequested {
 		t.Fatalf("stopped unclaimed turn = %+v", stopped)
 	}
+	if stopped.StopRequestedAt == nil || !stopped.StopRequestedAt.Equal(e.clock.Now()) {
+		t.Errorf("stop_requested_at = %v, want %v", stopped.StopRequestedAt, e.clock.Now())
+	}
 
 	// Suspend and resume.
 	c := e.claim(w)

@@ -308,9 +308,9 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 		v.FinalRecordRole = ptr(d.FinalRecordRole)
 		finish(d.Outcome)
 	case kernel.EvTurnStopRequested:
-		v.StopRequested = true
+		v.StopRequested, v.StopRequestedAt = true, ptr(e.At)
 	case kernel.EvTurnStopped:
-		v.StopRequested = true
+		v.StopRequested, v.StopRequestedAt = true, ptr(e.At)
 		finish(OutcomeStopped)
 	case kernel.EvTurnClaimExpired:
 		d, err := dataAs[kernel.TurnClaimExpired](e)

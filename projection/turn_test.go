@@ -376,7 +376,7 @@ func TestJSONShapes(t *testing.T) {
 		v    any
 		want []string
 	}{
-		{TurnView{}, sorted("project_id", "turn_id", "turn_kind", "state", "outcome", "stop_requested", "target_agent",
+		{TurnView{}, sorted("project_id", "turn_id", "turn_kind", "state", "outcome", "stop_requested", "stop_requested_at", "target_agent",
 			"requested_by", "input", "dispatch_key", "authority", "parent", "root_turn_id", "depth", "claim", "attempts",
 			"last_turn_seq", "final_payload", "final_record_role", "created_at", "updated_at", "finished_at", "ledger_seq")},
 		{ClaimView{}, sorted("claim_id", "agent_id", "claimed_at", "expires_at")},

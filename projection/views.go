@@ -49,6 +49,7 @@ type TurnView struct {
 	State           string          `json:"state"`
 	Outcome         *string         `json:"outcome"`
 	StopRequested   bool            `json:"stop_requested"`
+	StopRequestedAt *time.Time      `json:"stop_requested_at"` // when the stop was asked; null without one
 	TargetAgent     kernel.AgentRef `json:"target_agent"`
 	RequestedBy     kernel.AgentRef `json:"requested_by"`
 	Input           json.RawMessage `json:"input"`
