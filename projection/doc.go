@@ -79,8 +79,11 @@
 // the involved-agent index when VisibleTo is set (an agent's read policy:
 // Turns it is the target or the requester of, in its own project), else the
 // state index when state is given, else the dispatch index, and filters the
-// rest while walking: its cost grows with the Turns it skips. Lists of a
-// project with no events are empty, not an error.
+// rest while walking, from the cursor AfterSeq (a dispatch ledger_seq). A page
+// examines at most 10 × limit + 100 Turns, so it costs O(limit) however many a
+// filter skips; it may then hold fewer items than limit with HasMore set, and
+// NextAfterSeq continues past what it examined. Lists of a project with no
+// events are empty, not an error.
 //
 // # Read models
 //
