@@ -140,12 +140,30 @@ func (s *Server) project(h handler) httprouter.Handle {
 			}
 			c.caller = caller
 			c.ctx = withCaller(c.ctx, caller)
+			if r.Method == http.MethodGet {
+				if err := s.caughtUp(c); err != nil {
+					return err
+				}
+			}
 			return h(w, c)
 		}()
 		if err != nil {
 			s.writeError(w, r, err)
 		}
 	}
+}
+
+// caughtUp makes a read see every write of the project made before it,
+// through any instance: authentication (or, for the admin, a look at the
+// ledger) has brought the engine up to the project's last ledger_seq, and the
+// read waits for the projections to reach it too.
+func (s *Server) caughtUp(c *call) error {
+	if c.caller.Admin {
+		if err := s.engine.View(c.ctx, c.project, func(*kernel.Project) error { return nil }); err != nil {
+			return err
+		}
+	}
+	return s.wait(c.ctx, s.engine.Folded(c.project))
 }
 
 // public wraps a handler that needs no authentication.

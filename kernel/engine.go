@@ -242,6 +242,21 @@ func (e *Engine) View(ctx context.Context, project string, fn func(p *Project) e
 	return e.with(ctx, project, true, fn)
 }
 
+// Folded returns the ledger_seq of the last event of the project the engine
+// has folded, without asking the ledger: right after Authenticate or View,
+// which catch up first, it is the project's last ledger_seq.
+func (e *Engine) Folded(project string) uint64 {
+	e.mu.Lock()
+	s := e.projects[project]
+	e.mu.Unlock()
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p.Seq
+}
+
 // Authenticate resolves the three-header identity against the project's
 // caught-up state, so that a credential revoked through any instance fails
 // here on the very next request.
