@@ -114,9 +114,6 @@ func (s *Server) listCredentials(w http.ResponseWriter, c *call) error {
 	if err := s.authorizeRead(c, kernel.ReadCredentials, agent); err != nil {
 		return err
 	}
-	if _, err := s.store.Agent(c.project, agent, s.cfg.Now()); err != nil {
-		return err
-	}
 	creds, err := s.store.Credentials(c.project, agent, s.cfg.Now())
 	if err != nil {
 		return err
@@ -238,7 +235,7 @@ func (s *Server) replaceMetadata(w http.ResponseWriter, c *call) error {
 }
 
 func (s *Server) agentFeed(w http.ResponseWriter, c *call) error {
-	after, limit, err := s.feedParams(c)
+	after, limit, err := s.cursor(c, "after_ledger_seq")
 	if err != nil {
 		return err
 	}
@@ -247,9 +244,6 @@ func (s *Server) agentFeed(w http.ResponseWriter, c *call) error {
 		return err
 	}
 	if err := s.authorizeRead(c, kernel.ReadAgentFeed, agent); err != nil {
-		return err
-	}
-	if _, err := s.store.Agent(c.project, agent, s.cfg.Now()); err != nil {
 		return err
 	}
 	fp, err := s.store.AgentFeed(c.project, agent, after, limit)

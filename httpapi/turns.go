@@ -75,23 +75,12 @@ func (s *Server) getTurn(w http.ResponseWriter, c *call) error {
 }
 
 func (s *Server) turnContext(w http.ResponseWriter, c *call) error {
-	q, err := s.query(c, "after_turn_seq", "limit")
-	if err != nil {
-		return err
-	}
-	after, err := q.seq("after_turn_seq")
-	if err != nil {
-		return err
-	}
-	limit, err := s.limit(q)
+	after, limit, err := s.cursor(c, "after_turn_seq")
 	if err != nil {
 		return err
 	}
 	id, err := s.readableTurn(c)
 	if err != nil {
-		return err
-	}
-	if _, err := s.store.Turn(c.project, id); err != nil {
 		return err
 	}
 	cp, err := s.store.Context(c.project, id, after, limit)
@@ -103,12 +92,14 @@ func (s *Server) turnContext(w http.ResponseWriter, c *call) error {
 	return s.ok(w, pg)
 }
 
-func (s *Server) feedParams(c *call) (uint64, int, error) {
-	q, err := s.query(c, "after_ledger_seq", "limit")
+// cursor reads the query of a cursor-paged read: the cursor parameter named
+// and limit, nothing else.
+func (s *Server) cursor(c *call, name string) (uint64, int, error) {
+	q, err := s.query(c, name, "limit")
 	if err != nil {
 		return 0, 0, err
 	}
-	after, err := q.seq("after_ledger_seq")
+	after, err := q.seq(name)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -123,15 +114,12 @@ func (s *Server) feed(w http.ResponseWriter, c *call, fp projection.FeedPage, li
 }
 
 func (s *Server) turnFeed(w http.ResponseWriter, c *call) error {
-	after, limit, err := s.feedParams(c)
+	after, limit, err := s.cursor(c, "after_ledger_seq")
 	if err != nil {
 		return err
 	}
 	id, err := s.readableTurn(c)
 	if err != nil {
-		return err
-	}
-	if _, err := s.store.Turn(c.project, id); err != nil {
 		return err
 	}
 	fp, err := s.store.TurnFeed(c.project, id, after, limit)
@@ -423,7 +411,7 @@ func (s *Server) lineage(w http.ResponseWriter, c *call) error {
 }
 
 func (s *Server) projectFeed(w http.ResponseWriter, c *call) error {
-	after, limit, err := s.feedParams(c)
+	after, limit, err := s.cursor(c, "after_ledger_seq")
 	if err != nil {
 		return err
 	}
