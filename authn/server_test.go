@@ -9,6 +9,7 @@ import (
 	"github.com/turnledger/turnledger/authn"
 	"github.com/turnledger/turnledger/authn/authntest"
 	"github.com/turnledger/turnledger/authn/natsbus"
+	"github.com/turnledger/turnledger/internal/checkfor"
 )
 
 func TestCORS(t *testing.T) {
@@ -118,7 +119,7 @@ func TestReadyFollowsTheBus(t *testing.T) {
 		t.Fatalf("GET /ready = %d %s, want 200", status, body)
 	}
 	ns.Shutdown()
-	authntest.WaitFor(t, 5*time.Second, "/ready to report the bus down", func() bool {
+	checkfor.Until(t, 5*time.Second, "/ready to report the bus down", func() bool {
 		status, _ := e.do("GET", "/ready", nil, "")
 		return status == http.StatusServiceUnavailable
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
@@ -137,22 +138,6 @@ func head(t *testing.T, s *ledger.Store) uint64 {
 		t.Fatalf("Head() = %v", err)
 	}
 	return n
-}
-
-// waitFor polls cond until it returns nil, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestAppendReadRoundTrip(t *testing.T) {
@@ -346,7 +331,7 @@ func TestFollowReceivesNewEvents(t *testing.T) {
 			})
 		}()
 		// Wait until Follow has caught up, then append more.
-		waitFor(t, 5*time.Second, func() error {
+		checkfor.NoError(t, 5*time.Second, func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(got) < 2 {
@@ -357,7 +342,7 @@ func TestFollowReceivesNewEvents(t *testing.T) {
 		for n := range uint64(5) {
 			add(n + 3)
 		}
-		waitFor(t, 5*time.Second, func() error {
+		checkfor.NoError(t, 5*time.Second, func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(got) < len(want) {
@@ -847,12 +832,12 @@ func TestFollowSurvivesServerRestart(t *testing.T) {
 			return nil
 		}
 	}
-	waitFor(t, 5*time.Second, received(2))
+	checkfor.NoError(t, 5*time.Second, received(2))
 
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	natstest.Start(t, natstest.StoreDir(dir), natstest.Port(port))
-	waitFor(t, 10*time.Second, func() error {
+	checkfor.NoError(t, 10*time.Second, func() error {
 		if !nc.IsConnected() {
 			return errors.New("client not reconnected")
 		}
@@ -860,7 +845,7 @@ func TestFollowSurvivesServerRestart(t *testing.T) {
 	})
 	// JetStream may need a moment after the restart before it takes writes.
 	for n := uint64(3); n <= 5; n++ {
-		waitFor(t, 10*time.Second, func() error {
+		checkfor.NoError(t, 10*time.Second, func() error {
 			seq, err := s.Append(context.Background(), "p1", last, record("p1", "t1", n))
 			if err != nil {
 				return err
@@ -870,7 +855,7 @@ func TestFollowSurvivesServerRestart(t *testing.T) {
 			return nil
 		})
 	}
-	waitFor(t, 20*time.Second, received(5))
+	checkfor.NoError(t, 20*time.Second, received(5))
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Follow after cancel = %v, want context.Canceled", err)

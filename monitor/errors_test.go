@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/turnledger/turnledger/internal/checkfor"
 )
 
 // lagEngine is an engine whose projection lag the test sets, watched by a
@@ -85,7 +86,7 @@ func TestErrorLifecycle(t *testing.T) {
 	}
 
 	// Exactly one notification per channel so far: the opening.
-	waitFor(t, "the opening notification", func() bool { return len(rc.received()) == 1 })
+	checkfor.Until(t, 5*time.Second, "the opening notification", func() bool { return len(rc.received()) == 1 })
 	c.Advance(time.Minute)
 	var resolved Error
 	if code := call(t, srv, "POST", fmt.Sprintf("/api/errors/%d/resolve", first.Error.ID), `{"note":"restarted the projector"}`, &resolved); code != 200 {
@@ -115,7 +116,7 @@ func TestErrorLifecycle(t *testing.T) {
 	}
 
 	// Webhook: opened, resolved, opened — in that order.
-	waitFor(t, "three webhook notifications", func() bool { return len(rc.received()) == 3 })
+	checkfor.Until(t, 5*time.Second, "three webhook notifications", func() bool { return len(rc.received()) == 3 })
 	var events []string
 	for _, n := range rc.notifications(t) {
 		events = append(events, fmt.Sprintf("%s %d", n.Event, n.Error.ID))
@@ -127,7 +128,7 @@ func TestErrorLifecycle(t *testing.T) {
 		t.Errorf("webhook events (-want +got):\n%s", diff)
 	}
 	// The log channel got the same three.
-	waitFor(t, "three log notifications", func() bool { return strings.Count(log.String(), `"msg":"monitor notification: `) == 3 })
+	checkfor.Until(t, 5*time.Second, "three log notifications", func() bool { return strings.Count(log.String(), `"msg":"monitor notification: `) == 3 })
 }
 
 func TestResolveRejectsBadBodies(t *testing.T) {

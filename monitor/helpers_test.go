@@ -170,18 +170,6 @@ func wantError(t *testing.T, srv *httptest.Server, method, path, body string, st
 	}
 }
 
-// waitFor polls cond until it holds or a few seconds pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func ptr[T any](v T) *T { return &v }
 
 // engine stands in for a turnledger engine's public HTTP API: /readyz and

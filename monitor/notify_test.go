@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/turnledger/turnledger/internal/checkfor"
 )
 
 func TestWebhookRetriesWithBackoffAndSigns(t *testing.T) {
@@ -29,7 +30,7 @@ func TestWebhookRetriesWithBackoffAndSigns(t *testing.T) {
 	if err != nil || out.Error == nil {
 		t.Fatalf("RunQuery = %+v, %v; want an opened error", out, err)
 	}
-	waitFor(t, "four webhook attempts", func() bool { return len(rc.received()) == 4 })
+	checkfor.Until(t, 5*time.Second, "four webhook attempts", func() bool { return len(rc.received()) == 4 })
 	m.wg.Wait()
 	if diff := cmp.Diff([]time.Duration{time.Second, 2 * time.Second, 3 * time.Second}, c.Sleeps()); diff != "" {
 		t.Errorf("backoff sleeps (-want +got):\n%s", diff)

@@ -3,9 +3,10 @@ package monitor
 import (
 	"path/filepath"
 
-	bolt "go.etcd.io/bbolt"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // BenchmarkRecord measures storing one run (one bbolt transaction each).

@@ -152,19 +152,3 @@ func mustDump(t testing.TB, s *Store) map[string]map[string]string {
 	}
 	return d
 }
-
-// checkFor polls cond until it holds or the timeout passes.
-func checkFor(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

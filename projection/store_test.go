@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/kernel"
 )
 
@@ -305,7 +306,7 @@ func TestProjectorRecordsErrors(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
 	go func() { runDone <- p.Run(ctx) }()
-	checkFor(t, 5*time.Second, func() error {
+	checkfor.NoError(t, 5*time.Second, func() error {
 		if st := p.Status(); !st.Failing {
 			return errors.New("not failing yet")
 		}

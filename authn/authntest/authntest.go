@@ -251,15 +251,3 @@ func OpenStore(t testing.TB) *boltstore.Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
-
-// WaitFor polls cond every few milliseconds until it holds or timeout passes.
-func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -13,19 +13,8 @@ import (
 	"time"
 
 	"github.com/turnledger/turnledger/catalogue"
+	"github.com/turnledger/turnledger/internal/checkfor"
 )
-
-// waitForCatalogue polls cond every 10ms for up to 5s (a bounded wait, no bare sleep).
-func waitForCatalogue(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 var listeningLine = regexp.MustCompile(`listening on (http://[0-9.:]+)/`)
 
@@ -46,7 +35,7 @@ func startCatalogue(t *testing.T, args ...string) string {
 		}
 	})
 	var base string
-	waitForCatalogue(t, "the catalogue server to listen", func() bool {
+	checkfor.Until(t, 5*time.Second, "the catalogue server to listen", func() bool {
 		select {
 		case err := <-done:
 			done <- err

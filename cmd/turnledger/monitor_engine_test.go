@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/ledger"
 )
 
@@ -42,7 +43,7 @@ func startEngine(t *testing.T, dir, addr string, args ...string) (string, func()
 		done <- Main(ctx, append([]string{"serve", "--addr", addr, "--data", dir}, args...), out, out)
 	}()
 	var base string
-	waitUntil(t, "serve to start", func() bool {
+	checkfor.Until(t, 10*time.Second, "serve to start", func() bool {
 		select {
 		case code := <-done:
 			cancel()
@@ -480,7 +481,7 @@ func TestMonitorSeesAStuckProjector(t *testing.T) {
 	if err != nil {
 		t.Fatalf("publish to the ledger stream: %v", err)
 	}
-	waitUntil(t, "the engine to report the projector failing", func() bool {
+	checkfor.Until(t, 10*time.Second, "the engine to report the projector failing", func() bool {
 		code, _ := engineReadyz(t, base)
 		return code == http.StatusServiceUnavailable
 	})
@@ -543,7 +544,7 @@ func TestMonitorFindsExpiredClaims(t *testing.T) {
 	// Wait for the claim to expire; the reaper is off, so the Turn stays
 	// claimed. Passing runs leave no error behind, so the first failure opens
 	// one with count 1.
-	waitUntil(t, "the monitor to see the claim expired", func() bool { return !mon.run("expired").Run.Passed })
+	checkfor.Until(t, 10*time.Second, "the monitor to see the claim expired", func() bool { return !mon.run("expired").Run.Passed })
 	first := mon.activeError("expired")
 	if first.Count != 1 || first.Reason != "row count 1 > 0" {
 		t.Errorf("expired error = %+v, want count 1 with reason %q", first, "row count 1 > 0")
@@ -588,7 +589,7 @@ func TestMonitorFindsExpiredClaims(t *testing.T) {
 
 	// The Turn is claimed again and that claim expires too: a new error.
 	claimTurn(t, w, "worker")
-	waitUntil(t, "the monitor to see the second claim expired", func() bool { return !mon.run("expired").Run.Passed })
+	checkfor.Until(t, 10*time.Second, "the monitor to see the second claim expired", func() bool { return !mon.run("expired").Run.Passed })
 	second := mon.activeError("expired")
 	if second.ID == first.ID || second.Count != 1 {
 		t.Errorf("error after the second expiry = %+v, want a new error (not %d) with count 1", second, first.ID)
@@ -683,7 +684,7 @@ func TestMonitorSchedulerWatchesARealEngine(t *testing.T) {
 	req.call("POST", "/v3r1/projects/p1/management/turns/"+turn+":stop", map[string]any{"requested_by": agentRef("p1", "req")}, 200)
 
 	var got e2eError
-	waitUntil(t, "a scheduled run to open an error and count a second failure", func() bool {
+	checkfor.Until(t, 10*time.Second, "a scheduled run to open an error and count a second failure", func() bool {
 		errs := mon.errors("query_id=stops")
 		if len(errs) == 1 {
 			got = errs[0]
@@ -728,13 +729,13 @@ func TestMonitorAfterTheReaper(t *testing.T) {
 		t.Errorf("run stops: rows = %+v, want %s", a.Result.Rows, stopped)
 	}
 
-	waitUntil(t, "the reaper to release both claims", func() bool {
+	checkfor.Until(t, 10*time.Second, "the reaper to release both claims", func() bool {
 		_, rz := engineReadyz(t, base)
 		return readyzField(rz, "reaper", "released_total") == 2.0
 	})
 	// The reaper does not wait for the projections, which the checks read:
 	// wait until a later /readyz shows them caught up with the ledger.
-	waitUntil(t, "the projections to apply the releases", func() bool {
+	checkfor.Until(t, 10*time.Second, "the projections to apply the releases", func() bool {
 		_, rz := engineReadyz(t, base)
 		return readyzField(rz, "projections", "lag") == 0.0
 	})

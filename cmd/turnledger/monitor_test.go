@@ -16,18 +16,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+	"github.com/turnledger/turnledger/internal/checkfor"
+)
 
 // fakeEngine serves the engine's /readyz on loopback; ready says whether it
 // answers 200 or 503. It stands in for `turnledger serve`, built in parallel.
@@ -76,7 +67,7 @@ func startMonitor(t *testing.T, args ...string) (string, func() int) {
 	}()
 	re := regexp.MustCompile(`monitor listening on (http://\S+)`)
 	var base string
-	waitUntil(t, "the listening line", func() bool {
+	checkfor.Until(t, 10*time.Second, "the listening line", func() bool {
 		select {
 		case code := <-done:
 			t.Fatalf("monitor exited with %d: %s", code, stderr.String())
@@ -143,7 +134,7 @@ func TestMonitorCommandServesAndKeepsStateAcrossRestarts(t *testing.T) {
 		} `json:"errors"`
 	}
 	var errs errorsBody
-	waitUntil(t, "the scheduled run to open an error", func() bool {
+	checkfor.Until(t, 10*time.Second, "the scheduled run to open an error", func() bool {
 		getJSON(t, base+"/api/errors", &errs)
 		return len(errs.Errors) == 1
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/authn/authntest"
+	"github.com/turnledger/turnledger/internal/checkfor"
 )
 
 func rtEnv(m map[string]string) func(string) string {
@@ -136,7 +137,7 @@ func rtStartLogs(t *testing.T, args []string, env map[string]string) (string, *s
 		}
 	})
 	var base string
-	authntest.WaitFor(t, 10*time.Second, "the runtime to listen", func() bool {
+	checkfor.Until(t, 10*time.Second, "the runtime to listen", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("runtime stopped: %v; stderr %s", err, stderr.String())
@@ -207,7 +208,7 @@ func TestRuntimeHostedEndToEnd(t *testing.T) {
 		done <- runtimeMain(ctx, []string{"--addr", "127.0.0.1:0", "--db", db}, rtEnv(env), &stdout, &stderr)
 	}()
 	var base string
-	authntest.WaitFor(t, 10*time.Second, "the runtime to listen", func() bool {
+	checkfor.Until(t, 10*time.Second, "the runtime to listen", func() bool {
 		if m := listenLine.FindStringSubmatch(stdout.String()); m != nil {
 			base = m[1]
 			return true

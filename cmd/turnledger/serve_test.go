@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -272,20 +273,15 @@ func (c client) rawStatus(method, path string, body any) int {
 
 func waitReady(t *testing.T, base string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	checkfor.Until(t, 10*time.Second, "the projections to catch up with the ledger", func() bool {
 		var r struct {
 			Projections struct {
 				Lag uint64 `json:"lag"`
 			} `json:"projections"`
 		}
 		json.Unmarshal(client{t: t, base: base}.call("GET", "/readyz", nil, 200), &r)
-		if r.Projections.Lag == 0 {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("projections did not catch up with the ledger in 10s")
+		return r.Projections.Lag == 0
+	})
 }
 
 func dumpProjections(t *testing.T, path string) map[string]map[string]string {
