@@ -321,8 +321,10 @@ func (c Config) Validate() error {
 		}
 		if strings.TrimSpace(q.Query) == "" {
 			bad("%s: query is empty", owner)
-		} else if ok && kind == KindTurnledger && !slices.Contains(EngineChecks, q.Query) {
-			bad("%s: query %q of a turnledger connection must be one of %s", owner, q.Query, strings.Join(EngineChecks, ", "))
+		} else if ok && kind == KindTurnledger {
+			if _, _, err := ParseEngineQuery(q.Query); err != nil {
+				bad("%s: %v", owner, err)
+			}
 		}
 		if time.Duration(q.Interval) < MinInterval {
 			bad("%s: interval %v must be at least %v", owner, time.Duration(q.Interval), MinInterval)

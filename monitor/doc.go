@@ -29,6 +29,7 @@
 //	projection_lag          one row: ledger_head, applied_seq, lag
 //	expired_claims          one row per claimed Turn whose claim expired
 //	unserved_stop_requests  one row per Turn with a stop requested, not finished
+//	                        ("unserved_stop_requests older_than=60s": only stops asked that long ago)
 //
 // The last two read GET /v3r1/projects/{p}/projection/turns (limit 500 per
 // project; a full page sets truncated). Only the public API is used. A claim

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -26,8 +27,34 @@ const (
 // EngineChecks lists the checks of a turnledger connection.
 var EngineChecks = []string{EngineReady, EngineLedgerHead, EngineProjectionLag, EngineExpiredClaims, EngineUnservedStopRequests}
 
-// engineTurnsLimit is the page size asked of the engine's Turn projection.
-const engineTurnsLimit = 500
+// engineTurnsLimit is the page size asked of the engine's Turn projection,
+// and engineTurnsPages how many pages a check follows (with the engine's
+// after_ledger_seq cursor) before it marks its result truncated.
+const (
+	engineTurnsLimit = 500
+	engineTurnsPages = 200
+)
+
+// ParseEngineQuery reads the query of a turnledger connection: one of
+// EngineChecks, and for unserved_stop_requests an optional "older_than=<d>"
+// (a Go duration) that keeps only the stops asked at least that long ago.
+func ParseEngineQuery(q string) (check string, olderThan time.Duration, err error) {
+	fields := strings.Fields(q)
+	if len(fields) == 0 || !slices.Contains(EngineChecks, fields[0]) {
+		return "", 0, fmt.Errorf("query %q of a turnledger connection must be one of %s", q, strings.Join(EngineChecks, ", "))
+	}
+	check = fields[0]
+	for _, f := range fields[1:] {
+		v, ok := strings.CutPrefix(f, "older_than=")
+		if !ok || check != EngineUnservedStopRequests {
+			return "", 0, fmt.Errorf("query %q: %q is not an option of %s (only unserved_stop_requests takes older_than=<duration>)", q, f, check)
+		}
+		if olderThan, err = time.ParseDuration(v); err != nil || olderThan < 0 {
+			return "", 0, fmt.Errorf("query %q: older_than must be a non-negative duration such as 60s", q)
+		}
+	}
+	return check, olderThan, nil
+}
 
 // engineSource watches a turnledger engine through its public HTTP API only.
 type engineSource struct {
@@ -114,14 +141,19 @@ type turnSnapshot struct {
 	TurnID        string `json:"turn_id"`
 	State         string `json:"state"`
 	StopRequested bool   `json:"stop_requested"`
-	Claim         *struct {
+	// StopRequestedAt is when the stop was asked (null from engines that do
+	// not say).
+	StopRequestedAt *time.Time `json:"stop_requested_at"`
+	Claim           *struct {
 		AgentID   string    `json:"agent_id"`
 		ExpiresAt time.Time `json:"expires_at"`
 	} `json:"claim"`
 }
 
 type turnPage struct {
-	Items []turnSnapshot `json:"items"`
+	Items   []turnSnapshot `json:"items"`
+	Next    uint64         `json:"next_after_ledger_seq"`
+	HasMore bool           `json:"has_more"`
 }
 
 // get fetches path and decodes a JSON body into dst, for any status in ok.
@@ -174,13 +206,27 @@ func (s *engineSource) readyz(ctx context.Context) (readyz, int, error) {
 	return r, code, err
 }
 
-func (s *engineSource) turns(ctx context.Context, project, filter string) ([]turnSnapshot, error) {
-	var p turnPage
-	path := fmt.Sprintf("/v3r1/projects/%s/projection/turns?%s&limit=%d", url.PathEscape(project), filter, engineTurnsLimit)
-	if _, err := s.get(ctx, path, true, &p, http.StatusOK); err != nil {
-		return nil, err
+// turns reads the project's Turns that match filter, following the engine's
+// cursor for at most engineTurnsPages pages; truncated says whether more
+// were left.
+func (s *engineSource) turns(ctx context.Context, project, filter string) (items []turnSnapshot, truncated bool, err error) {
+	after := uint64(0)
+	for page := 0; page < engineTurnsPages; page++ {
+		var p turnPage
+		path := fmt.Sprintf("/v3r1/projects/%s/projection/turns?%s&limit=%d", url.PathEscape(project), filter, engineTurnsLimit)
+		if after > 0 {
+			path += fmt.Sprintf("&after_ledger_seq=%d", after)
+		}
+		if _, err := s.get(ctx, path, true, &p, http.StatusOK); err != nil {
+			return nil, false, err
+		}
+		items = append(items, p.Items...)
+		if !p.HasMore || p.Next <= after {
+			return items, false, nil
+		}
+		after = p.Next
 	}
-	return p.Items, nil
+	return items, true, nil
 }
 
 func (s *engineSource) test(ctx context.Context) (map[string]any, error) {
@@ -216,7 +262,11 @@ func (s *engineSource) test(ctx context.Context) (map[string]any, error) {
 	return details, nil
 }
 
-func (s *engineSource) run(ctx context.Context, query string) (Result, error) {
+func (s *engineSource) run(ctx context.Context, q string) (Result, error) {
+	query, olderThan, err := ParseEngineQuery(q)
+	if err != nil {
+		return Result{}, err
+	}
 	switch query {
 	case EngineReady, EngineLedgerHead, EngineProjectionLag:
 		r, code, err := s.readyz(ctx)
@@ -239,7 +289,7 @@ func (s *engineSource) run(ctx context.Context, query string) (Result, error) {
 		res := Result{Columns: []string{"project_id", "turn_id", "agent_id", "expires_at", "expired_seconds"}, Rows: []map[string]any{}}
 		now := s.now()
 		for _, p := range s.conf.Projects {
-			items, err := s.turns(ctx, p, "state=claimed")
+			items, truncated, err := s.turns(ctx, p, "state=claimed")
 			if err != nil {
 				return Result{}, err
 			}
@@ -253,14 +303,15 @@ func (s *engineSource) run(ctx context.Context, query string) (Result, error) {
 					"expired_seconds": now.Sub(t.Claim.ExpiresAt).Seconds(),
 				})
 			}
-			res.Truncated = res.Truncated || len(items) >= engineTurnsLimit
+			res.Truncated = res.Truncated || truncated
 		}
 		res.RowCount = len(res.Rows)
 		return res, nil
 	case EngineUnservedStopRequests:
-		res := Result{Columns: []string{"project_id", "turn_id", "state", "agent_id"}, Rows: []map[string]any{}}
+		res := Result{Columns: []string{"project_id", "turn_id", "state", "agent_id", "stop_requested_at", "pending_seconds"}, Rows: []map[string]any{}}
+		now := s.now()
 		for _, p := range s.conf.Projects {
-			items, err := s.turns(ctx, p, "stop_requested_only=true")
+			items, truncated, err := s.turns(ctx, p, "stop_requested_only=true")
 			if err != nil {
 				return Result{}, err
 			}
@@ -268,13 +319,21 @@ func (s *engineSource) run(ctx context.Context, query string) (Result, error) {
 				if !t.StopRequested || t.State == "finished" {
 					continue
 				}
+				var at, pending any
+				if t.StopRequestedAt != nil {
+					at, pending = t.StopRequestedAt.UTC().Format(time.RFC3339Nano), now.Sub(*t.StopRequestedAt).Seconds()
+					if now.Sub(*t.StopRequestedAt) < olderThan {
+						continue
+					}
+				}
 				agent := any(nil)
 				if t.Claim != nil {
 					agent = t.Claim.AgentID
 				}
-				res.Rows = append(res.Rows, map[string]any{"project_id": p, "turn_id": t.TurnID, "state": t.State, "agent_id": agent})
+				res.Rows = append(res.Rows, map[string]any{"project_id": p, "turn_id": t.TurnID, "state": t.State, "agent_id": agent,
+					"stop_requested_at": at, "pending_seconds": pending})
 			}
-			res.Truncated = res.Truncated || len(items) >= engineTurnsLimit
+			res.Truncated = res.Truncated || truncated
 		}
 		res.RowCount = len(res.Rows)
 		return res, nil

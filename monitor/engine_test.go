@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestEngineChecks(t *testing.T) {
 	e.set(func(e *engine) {
 		e.turns["alpha"] = []map[string]any{
 			{"turn_id": "t1", "state": "claimed", "stop_requested": false, "claim": map[string]any{"agent_id": "a1", "expires_at": t0.Add(-90 * time.Second).Format(time.RFC3339)}},
-			{"turn_id": "t2", "state": "claimed", "stop_requested": true, "claim": map[string]any{"agent_id": "a2", "expires_at": t0.Add(time.Minute).Format(time.RFC3339)}},
+			{"turn_id": "t2", "state": "claimed", "stop_requested": true, "stop_requested_at": t0.Add(-30 * time.Second).Format(time.RFC3339), "claim": map[string]any{"agent_id": "a2", "expires_at": t0.Add(time.Minute).Format(time.RFC3339)}},
 			{"turn_id": "t3", "state": "queued", "stop_requested": false, "claim": nil},
 			{"turn_id": "t4", "state": "finished", "stop_requested": true, "claim": nil},
 		}
@@ -46,6 +47,7 @@ func TestEngineChecks(t *testing.T) {
 		engineQuery("lag", EngineProjectionLag, Check{Kind: CheckValueRange, Column: "lag", Max: ptr(2.0)}),
 		engineQuery("expired", EngineExpiredClaims, rowCount(">", 0)),
 		engineQuery("stops", EngineUnservedStopRequests, rowCount(">", 0)),
+		engineQuery("old_stops", EngineUnservedStopRequests+" older_than=60s", rowCount(">", 0)),
 	))
 	for _, tc := range []struct {
 		id         string
@@ -57,8 +59,13 @@ func TestEngineChecks(t *testing.T) {
 		{"lag", false, []map[string]any{{"ledger_head": int64(123), "applied_seq": int64(120), "lag": int64(3)}}},
 		{"expired", false, []map[string]any{{"project_id": "alpha", "turn_id": "t1", "agent_id": "a1", "expires_at": "2026-03-10T11:58:30Z", "expired_seconds": 90.0}}},
 		{"stops", false, []map[string]any{
-			{"project_id": "alpha", "turn_id": "t2", "state": "claimed", "agent_id": "a2"},
-			{"project_id": "beta", "turn_id": "t5", "state": "suspended", "agent_id": nil},
+			{"project_id": "alpha", "turn_id": "t2", "state": "claimed", "agent_id": "a2", "stop_requested_at": "2026-03-10T11:59:30Z", "pending_seconds": 30.0},
+			{"project_id": "beta", "turn_id": "t5", "state": "suspended", "agent_id": nil, "stop_requested_at": nil, "pending_seconds": nil},
+		}},
+		// A stop asked 30 s ago is not yet older than 60 s; one of unknown age
+		// (an engine that does not say when) is kept.
+		{"old_stops", false, []map[string]any{
+			{"project_id": "beta", "turn_id": "t5", "state": "suspended", "agent_id": nil, "stop_requested_at": nil, "pending_seconds": nil},
 		}},
 	} {
 		out, err := m.RunQuery(context.Background(), tc.id, TriggerManual)
@@ -140,5 +147,42 @@ func TestEngineNotReadyAndBadToken(t *testing.T) {
 	ct, err = m.TestConnection(context.Background(), "engine")
 	if err != nil || ct.OK || ct.Error == "" {
 		t.Errorf("TestConnection on a stopped engine = %+v, %v; want not ok with an error", ct, err)
+	}
+}
+
+// TestEngineChecksFollowTheCursor: a check reads every page of a project's
+// Turns, not only the first 500.
+func TestEngineChecksFollowTheCursor(t *testing.T) {
+	e := newEngine(t, "s3cret")
+	c := newClock()
+	e.set(func(e *engine) {
+		var turns []map[string]any
+		for i := 0; i < 1234; i++ {
+			turns = append(turns, map[string]any{"turn_id": fmt.Sprintf("t%d", i), "state": "claimed", "stop_requested": i%2 == 0,
+				"claim": map[string]any{"agent_id": "a", "expires_at": t0.Add(time.Minute).Format(time.RFC3339)}})
+		}
+		e.turns["alpha"] = turns
+		e.turns["beta"] = nil
+	})
+	m := open(t, engineConfig(t, c, e, "s3cret", engineQuery("stops", EngineUnservedStopRequests, rowCount(">", 0))))
+	out, err := m.RunQuery(context.Background(), "stops", TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (The response shows the first rows only; row_count counts them all.)
+	if out.Result.RowCount != 617 {
+		t.Errorf("row_count = %d; want 617 Turns read across pages", out.Result.RowCount)
+	}
+}
+
+func TestParseEngineQuery(t *testing.T) {
+	for _, bad := range []string{"", "nope", "ready older_than=5s", "unserved_stop_requests older_than=soon", "unserved_stop_requests older_than=-1s", "unserved_stop_requests since=5s"} {
+		if _, _, err := ParseEngineQuery(bad); err == nil {
+			t.Errorf("ParseEngineQuery(%q) = nil error, want an error", bad)
+		}
+	}
+	check, d, err := ParseEngineQuery("unserved_stop_requests older_than=90s")
+	if err != nil || check != EngineUnservedStopRequests || d != 90*time.Second {
+		t.Errorf("ParseEngineQuery = %q, %v, %v", check, d, err)
 	}
 }

@@ -211,8 +211,20 @@ func newEngine(t *testing.T, token string) *engine {
 			io.WriteString(w, `{"error":"ValidationError","message":"limit must be a positive integer"}`)
 			return
 		}
+		// Like the engine: Turns in dispatch order (here, the i-th Turn has
+		// dispatch seq i+1), after the after_ledger_seq cursor, limit at a time.
+		after, _ := strconv.Atoi(q.Get("after_ledger_seq"))
 		items := []map[string]any{}
-		for _, turn := range e.turns[r.PathValue("project")] {
+		next, more := after, false
+		for i, turn := range e.turns[r.PathValue("project")] {
+			if i+1 <= after {
+				continue
+			}
+			if len(items) == limit {
+				more = true
+				break
+			}
+			next = i + 1
 			if s := q.Get("state"); s != "" && turn["state"] != s {
 				continue
 			}
@@ -221,7 +233,8 @@ func newEngine(t *testing.T, token string) *engine {
 			}
 			items = append(items, turn)
 		}
-		json.NewEncoder(w).Encode(map[string]any{"project_id": r.PathValue("project"), "items": items, "limit": limit, "diagnostics": []any{}})
+		json.NewEncoder(w).Encode(map[string]any{"project_id": r.PathValue("project"), "items": items, "limit": limit, "diagnostics": []any{},
+			"next_after_ledger_seq": next, "has_more": more})
 	})
 	mux.HandleFunc("GET /v3r1/projects/{project}/projection/agents", func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()

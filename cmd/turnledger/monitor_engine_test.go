@@ -609,7 +609,8 @@ func TestMonitorFindsUnservedStopRequests(t *testing.T) {
 	base, _ := startEngine(t, dir, "127.0.0.1:0", "--reap-interval", "0")
 	t.Setenv(e2eTokenEnv, engineAdminToken(t, dir))
 	mon := startEngineMonitor(t, base, []string{"p1"}, nil,
-		e2eQ("stops", "unserved_stop_requests", map[string]any{"kind": "row_count", "op": ">", "value": 0}))
+		e2eQ("stops", "unserved_stop_requests", map[string]any{"kind": "row_count", "op": ">", "value": 0}),
+		e2eQ("old_stops", "unserved_stop_requests older_than=1h", map[string]any{"kind": "row_count", "op": ">", "value": 0}))
 	admin := adminClient(t, base, dir)
 	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch")
 	w := agentClient(t, admin, "p1", "worker", 1)
@@ -634,9 +635,22 @@ func TestMonitorFindsUnservedStopRequests(t *testing.T) {
 	if !a.Run.ErrorOpened || a.Error.Count != 1 {
 		t.Errorf("run stops = %+v with error %+v, want an error opened with count 1", a.Run, a.Error)
 	}
-	if diff := cmp.Diff([]map[string]any{{"project_id": "p1", "turn_id": held, "state": "claimed", "agent_id": "worker"}}, a.Result.Rows); diff != "" {
+	var tv struct {
+		StopRequestedAt time.Time `json:"stop_requested_at"`
+	}
+	json.Unmarshal(admin.call("GET", "/v3r1/projects/p1/turns/"+held, nil, 200), &tv)
+	row := a.Result.Rows[0]
+	if pending, ok := row["pending_seconds"].(float64); !ok || pending < 0 {
+		t.Errorf("run stops: pending_seconds = %v, want a non-negative number", row["pending_seconds"])
+	}
+	delete(row, "pending_seconds")
+	want := map[string]any{"project_id": "p1", "turn_id": held, "state": "claimed", "agent_id": "worker",
+		"stop_requested_at": tv.StopRequestedAt.UTC().Format(time.RFC3339Nano)}
+	if diff := cmp.Diff([]map[string]any{want}, a.Result.Rows); diff != "" {
 		t.Errorf("run stops: rows (-want +got):\n%s", diff)
 	}
+	// A stop asked a moment ago is not yet older than an hour.
+	mon.mustPassClean("old_stops")
 	// The holder may not suspend the Turn instead of finishing it, so a
 	// stop request stays on a claimed Turn until the Turn finishes.
 	w.call("POST", "/v3r1/projects/p1/turns/"+held+":suspend", map[string]any{"claim": claim}, 409)
