@@ -200,7 +200,7 @@ func (e *Engine) Preload(ctx context.Context, projects []string) error {
 	return nil
 }
 
-// Credential is a freshly issued credential and its token, returned once.
+// IssuedCredential is a freshly issued credential and its token, returned once.
 type IssuedCredential struct {
 	CredentialID string
 	AgentID      string
