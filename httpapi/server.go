@@ -156,7 +156,9 @@ func (s *Server) project(h handler) httprouter.Handle {
 // caughtUp makes a read see every write of the project made before it,
 // through any instance: authentication (or, for the admin, a look at the
 // ledger) has brought the engine up to the project's last ledger_seq, and the
-// read waits for the projections to reach it too.
+// read waits for the projections to reach it too. The read's policy checks
+// then use that state as it is (Engine.ViewFolded): one look at the ledger
+// per read.
 func (s *Server) caughtUp(c *call) error {
 	if c.caller.Admin {
 		if err := s.engine.View(c.ctx, c.project, func(*kernel.Project) error { return nil }); err != nil {

@@ -56,7 +56,7 @@ func (s *Server) readableTurn(c *call) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = s.engine.View(c.ctx, c.project, func(p *kernel.Project) error {
+	err = s.engine.ViewFolded(c.ctx, c.project, func(p *kernel.Project) error {
 		return kernel.CanReadTurn(p, c.caller, s.cfg.Now(), id)
 	})
 	return id, err
@@ -372,7 +372,7 @@ func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	err = s.engine.View(c.ctx, c.project, func(p *kernel.Project) error {
+	err = s.engine.ViewFolded(c.ctx, c.project, func(p *kernel.Project) error {
 		if !kernel.CanReadAll(p, c.caller) {
 			f.VisibleTo = c.caller.AgentID
 		}
@@ -426,7 +426,7 @@ func (s *Server) projectFeed(w http.ResponseWriter, c *call) error {
 }
 
 func (s *Server) authorizeRead(c *call, action, agentID string) error {
-	return s.engine.View(c.ctx, c.project, func(p *kernel.Project) error {
+	return s.engine.ViewFolded(c.ctx, c.project, func(p *kernel.Project) error {
 		return kernel.AuthorizeRead(p, c.caller, s.cfg.Now(), action, agentID)
 	})
 }

@@ -242,6 +242,13 @@ func (e *Engine) View(ctx context.Context, project string, fn func(p *Project) e
 	return e.with(ctx, project, true, fn)
 }
 
+// ViewFolded runs fn on the project's state as the engine has folded it,
+// without asking the ledger whether it moved on: for a decision made right
+// after Authenticate or View, which have just caught up. fn must not keep p.
+func (e *Engine) ViewFolded(ctx context.Context, project string, fn func(p *Project) error) error {
+	return e.with(ctx, project, false, fn)
+}
+
 // Folded returns the ledger_seq of the last event of the project the engine
 // has folded, without asking the ledger: right after Authenticate or View,
 // which catch up first, it is the project's last ledger_seq.
