@@ -503,29 +503,30 @@ func (d decider) finish(cmd Finish) (*Event, error) {
 	return d.event(EvTurnFinished, AggTurn, t.ID, data), nil
 }
 
-// mayControl is the write guard of Turn management: the admin, a holder of
-// the management grant, and the Turn's requester and target agent.
-func (d decider) mayControl(t *Turn) error {
-	a, err := d.p.check(d.c.Caller, d.now)
-	if err != nil || a == nil {
-		return err
-	}
-	id := d.c.Caller.AgentID
-	if a.Has(GrantManage) || id == t.Dispatch.RequestedBy.AgentID || id == t.Dispatch.TargetAgent.AgentID {
-		return nil
-	}
-	return Errorf(Forbidden, "agent %s may not manage turn %s", id, t.ID)
-}
-
-func (d decider) stop(cmd Stop) (*Event, error) {
-	t, err := d.turn(cmd.TurnID)
+// managed finds the Turn a management command (stop, resume) acts on and
+// applies its write guard: the admin, a holder of the management grant, and
+// the Turn's requester and target agent may manage it, each as itself.
+func (d decider) managed(turnID string, by AgentRef) (*Turn, error) {
+	t, err := d.turn(turnID)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.mayControl(t); err != nil {
+	a, err := d.p.check(d.c.Caller, d.now)
+	if err != nil {
 		return nil, err
 	}
-	if err := d.actingAs(cmd.RequestedBy); err != nil {
+	if id := d.c.Caller.AgentID; a != nil && !a.Has(GrantManage) && !involved(t, id) {
+		return nil, Errorf(Forbidden, "agent %s may not manage turn %s", id, t.ID)
+	}
+	if err := d.actingAs(by); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (d decider) stop(cmd Stop) (*Event, error) {
+	t, err := d.managed(cmd.TurnID, cmd.RequestedBy)
+	if err != nil {
 		return nil, err
 	}
 	switch {
@@ -542,14 +543,8 @@ func (d decider) stop(cmd Stop) (*Event, error) {
 }
 
 func (d decider) resume(cmd Resume) (*Event, error) {
-	t, err := d.turn(cmd.TurnID)
+	t, err := d.managed(cmd.TurnID, cmd.RequestedBy)
 	if err != nil {
-		return nil, err
-	}
-	if err := d.mayControl(t); err != nil {
-		return nil, err
-	}
-	if err := d.actingAs(cmd.RequestedBy); err != nil {
 		return nil, err
 	}
 	if t.State != StateSuspended {
