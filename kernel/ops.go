@@ -209,8 +209,8 @@ type IssuedCredential struct {
 	Seq          uint64
 }
 
-// IssueCredential issues a credential for the agent.
-func (e *Engine) IssueCredential(ctx context.Context, project string, c Common, agentID, via string) (IssuedCredential, error) {
+// newCredential draws a credential id, its token and its expiry.
+func (e *Engine) newCredential(agentID string) (IssuedCredential, error) {
 	id, err := e.newID("cred_")
 	if err != nil {
 		return IssuedCredential{}, err
@@ -220,11 +220,36 @@ func (e *Engine) IssueCredential(ctx context.Context, project string, c Common, 
 		return IssuedCredential{}, err
 	}
 	expires := e.cfg.Now().UTC().Add(e.cfg.CredentialTTL).Truncate(time.Second)
-	seq, err := e.Execute(ctx, project, IssueCredential{Common: c, AgentID: agentID, CredentialID: id, TokenHash: HashSecret(token), ExpiresAt: expires, Via: via})
+	return IssuedCredential{CredentialID: id, AgentID: agentID, Token: token, ExpiresAt: expires}, nil
+}
+
+// IssueCredential issues a credential for the agent (via ViaIssue).
+func (e *Engine) IssueCredential(ctx context.Context, project string, c Common, agentID string) (IssuedCredential, error) {
+	cred, err := e.newCredential(agentID)
 	if err != nil {
 		return IssuedCredential{}, err
 	}
-	return IssuedCredential{CredentialID: id, AgentID: agentID, Token: token, ExpiresAt: expires, Seq: seq}, nil
+	cred.Seq, err = e.Execute(ctx, project, IssueCredential{Common: c, AgentID: agentID, CredentialID: cred.CredentialID,
+		TokenHash: HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt, Via: ViaIssue})
+	if err != nil {
+		return IssuedCredential{}, err
+	}
+	return cred, nil
+}
+
+// Bootstrap runs the admin's bootstrap (see the Bootstrap command): one
+// event registers the agent when needed and issues its credential. The
+// CredentialID, TokenHash and ExpiresAt of cmd are filled in here.
+func (e *Engine) Bootstrap(ctx context.Context, project string, cmd Bootstrap) (IssuedCredential, error) {
+	cred, err := e.newCredential(cmd.AgentID)
+	if err != nil {
+		return IssuedCredential{}, err
+	}
+	cmd.CredentialID, cmd.TokenHash, cmd.ExpiresAt = cred.CredentialID, HashSecret(cred.Token), cred.ExpiresAt
+	if cred.Seq, err = e.Execute(ctx, project, cmd); err != nil {
+		return IssuedCredential{}, err
+	}
+	return cred, nil
 }
 
 // CreatedInvite is a new join invite and its code, returned once.
@@ -234,14 +259,12 @@ type CreatedInvite struct {
 	Seq    uint64
 }
 
-// CreateInvite creates a join invite. ttl 0 takes the default; a ttl above
-// the maximum is refused.
-func (e *Engine) CreateInvite(ctx context.Context, project string, c Common, inv InviteCreated, ttl time.Duration) (CreatedInvite, error) {
-	if ttl == 0 {
-		ttl = e.cfg.InviteTTL
-	}
-	if ttl < 0 || ttl > e.cfg.MaxInviteTTL {
-		return CreatedInvite{}, invalid("expires_in_seconds must be between 1 and %d", int(e.cfg.MaxInviteTTL.Seconds()))
+// CreateInvite creates a join invite, with the defaults and bounds of
+// InviteRequest.
+func (e *Engine) CreateInvite(ctx context.Context, project string, c Common, req InviteRequest) (CreatedInvite, error) {
+	inv, ttl, err := req.invite(e.cfg)
+	if err != nil {
+		return CreatedInvite{}, err
 	}
 	if !ValidID(project) {
 		return CreatedInvite{}, invalid("project id %q must be 1 to 128 letters, digits, '_' or '-'", project)
@@ -264,10 +287,6 @@ func (e *Engine) CreateInvite(ctx context.Context, project string, c Common, inv
 	return CreatedInvite{Invite: inv, Code: code, Seq: seq}, nil
 }
 
-// ProvenanceJoinInvite is the provenance kind of an agent registered by
-// redeeming a join invite; its external_ref is the invite id.
-const ProvenanceJoinInvite = "join_invite"
-
 // JoinCodePrefix starts every join code. A code reads
 // "tlj.<project_id>.<secret>": the project it joins is not secret; the rest is.
 const JoinCodePrefix = "tlj."
@@ -279,52 +298,30 @@ type Redeemed struct {
 	Credential IssuedCredential
 }
 
-// RedeemInvite redeems a join code: it registers the invited agent if it is
-// new (an agent.registered event with provenance join_invite, appended
-// before the invite.redeemed event), issues a credential and returns its
-// token once. A single-use invite is redeemed once however many redeem it at
-// the same moment: the project's lock and the ledger's expectation serialise
-// them.
+// RedeemInvite redeems a join code: one invite.redeemed event registers the
+// invited agent if it is new and issues a credential, whose token is returned
+// once. A single-use invite is redeemed once however many redeem it at the
+// same moment: the project's lock and the ledger's expectation serialise them.
 func (e *Engine) RedeemInvite(ctx context.Context, code string) (Redeemed, error) {
 	rest, ok := strings.CutPrefix(code, JoinCodePrefix)
 	project, _, ok2 := strings.Cut(rest, ".")
 	if !ok || !ok2 || !ValidID(project) {
 		return Redeemed{}, Errorf(Unauthorized, "invalid join code")
 	}
-	id, err := e.newID("cred_")
-	if err != nil {
-		return Redeemed{}, err
-	}
-	token, err := e.newSecret("tla_")
+	cred, err := e.newCredential("")
 	if err != nil {
 		return Redeemed{}, err
 	}
 	var out Redeemed
 	err = e.with(ctx, project, true, func(p *Project) error {
-		expires := e.cfg.Now().UTC().Add(e.cfg.CredentialTTL).Truncate(time.Second)
-		cmd := RedeemInvite{CodeHash: HashSecret(code), CredentialID: id, TokenHash: HashSecret(token), ExpiresAt: expires}
-		// An invited agent that is new is registered first, with the
-		// invite's spec, by an agent.registered event of its own, so that
-		// every read model knows it. Only a code that would redeem now
-		// does so; should the redeem then fail, the invite is still unspent.
-		if _, err := Decide(p, cmd, e.cfg.Now()); err != nil {
-			return err
-		}
-		if inv := p.Invites[p.InviteCodes[cmd.CodeHash]]; p.Agents[inv.Data.AgentID] == nil {
-			reg := RegisterAgent{Common: Common{Caller: Caller{Admin: true, System: true}}, Spec: inv.Data.Spec,
-				Provenance: Provenance{Kind: ProvenanceJoinInvite, ExternalRef: inv.Data.InviteID}}
-			if _, err := e.execute(ctx, p, reg); err != nil {
-				return err
-			}
-		}
+		cmd := RedeemInvite{CodeHash: HashSecret(code), CredentialID: cred.CredentialID, TokenHash: HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt}
 		seq, err := e.execute(ctx, p, cmd)
 		if err != nil {
 			return err
 		}
-		inv := p.Invites[p.InviteCodes[HashSecret(code)]]
-		out = Redeemed{ProjectID: project, Invite: inv.Data, Credential: IssuedCredential{
-			CredentialID: id, AgentID: inv.Data.AgentID, Token: token, ExpiresAt: expires, Seq: seq,
-		}}
+		inv := p.Invites[p.InviteCodes[cmd.CodeHash]]
+		cred.AgentID, cred.Seq = inv.Data.AgentID, seq
+		out = Redeemed{ProjectID: project, Invite: inv.Data, Credential: cred}
 		return nil
 	})
 	return out, err

@@ -58,7 +58,6 @@ func (c Caller) Actor() Actor {
 // Authenticate resolves the three-header identity (agent id and the hash of
 // the presented token) to a Caller. Hashes are compared in constant time.
 func Authenticate(p *Project, agentID, tokenHash string, now time.Time) (Caller, error) {
-	p.init()
 	var found *Credential
 	for _, c := range p.Credentials {
 		if c.AgentID == agentID && subtle.ConstantTimeCompare([]byte(c.TokenHash), []byte(tokenHash)) == 1 {

@@ -51,7 +51,16 @@ type Agent struct {
 }
 
 // Admitting reports whether the agent takes new Turns.
-func (a *Agent) Admitting() bool { return a.Spec.Enabled && a.Spec.AcceptsWork && !a.Drained }
+func (a *Agent) Admitting() bool { return Admitting(a.Spec.Enabled, a.Spec.AcceptsWork, a.Drained) }
+
+// Admitting is the rule of admission: an agent takes new Turns when it is
+// enabled, accepts work and is not drained. Dispatch and claims decide by it,
+// and the projections show it.
+func Admitting(enabled, acceptsWork, drained bool) bool { return enabled && acceptsWork && !drained }
+
+// AcceptingWork is the accepts_work filter of the directory and the offers:
+// the agent accepts work and is not drained (enabled or not).
+func AcceptingWork(acceptsWork, drained bool) bool { return acceptsWork && !drained }
 
 // Has reports whether the agent's spec carries the grant.
 func (a *Agent) Has(grant string) bool {
@@ -138,12 +147,7 @@ func Evolve(p *Project, r Recorded) {
 	}
 	switch d := e.Data.(type) {
 	case *AgentRegistered:
-		a := p.Agents[d.Spec.AgentID]
-		if a == nil {
-			a = &Agent{}
-			p.Agents[d.Spec.AgentID] = a
-		}
-		a.Spec = d.Spec
+		p.register(d)
 	case *AgentDrained:
 		if a := p.Agents[e.ID]; a != nil {
 			a.Drained = true
@@ -163,6 +167,9 @@ func Evolve(p *Project, r Recorded) {
 	case *AgentWorkMemoryReported:
 		// Reports live in the feeds; the write model needs nothing of them.
 	case *CredentialIssued:
+		if d.Registration != nil {
+			p.register(d.Registration)
+		}
 		p.Credentials[d.CredentialID] = &Credential{ID: d.CredentialID, AgentID: d.AgentID, TokenHash: d.TokenHash, IssuedAt: e.At, ExpiresAt: d.ExpiresAt}
 	case *CredentialRevoked:
 		if c := p.Credentials[d.CredentialID]; c != nil {
@@ -174,9 +181,9 @@ func Evolve(p *Project, r Recorded) {
 	case *InviteRedeemed:
 		if inv := p.Invites[d.InviteID]; inv != nil {
 			inv.Redeemed++
-			if _, ok := p.Agents[d.AgentID]; !ok {
-				p.Agents[d.AgentID] = &Agent{Spec: inv.Data.Spec}
-			}
+		}
+		if d.Registration != nil {
+			p.register(d.Registration)
 		}
 		p.Credentials[d.CredentialID] = &Credential{ID: d.CredentialID, AgentID: d.AgentID, TokenHash: d.TokenHash, IssuedAt: e.At, ExpiresAt: d.ExpiresAt}
 	case *TurnDispatched:
@@ -245,6 +252,16 @@ func Evolve(p *Project, r Recorded) {
 			}
 		}
 	}
+}
+
+// register applies a registration: a new agent, or a new spec for one.
+func (p *Project) register(d *AgentRegistered) {
+	a := p.Agents[d.Spec.AgentID]
+	if a == nil {
+		a = &Agent{}
+		p.Agents[d.Spec.AgentID] = a
+	}
+	a.Spec = d.Spec
 }
 
 // release drops the Turn's claim, if any, and frees the agent's capacity.

@@ -77,7 +77,7 @@ func (f *folder) fold(r kernel.Recorded) error {
 	if err := f.tx.Bucket(bktFeed).Put(seqKey(r.Seq, p), item); err != nil {
 		return err
 	}
-	if e.Actor.Kind == "agent" && e.Actor.AgentID != "" {
+	if e.Actor.Kind == kernel.ActorAgent && e.Actor.AgentID != "" {
 		if err := f.see(p, e.Actor.AgentID, e.At); err != nil {
 			return err
 		}
@@ -441,29 +441,7 @@ func (f *folder) foldAgent(r kernel.Recorded) error {
 		if err != nil {
 			return err
 		}
-		oldCaps := rec.Capabilities
-		s := d.Spec
-		if !found {
-			rec = agentRecord{ProjectID: p, AgentID: id, RegisteredAt: e.At}
-		}
-		rec.Role, rec.Description = s.Role, s.Description
-		rec.Enabled, rec.AcceptsWork, rec.Capacity = s.Enabled, s.AcceptsWork, s.Capacity
-		rec.Capabilities = dedupe(s.Capabilities)
-		rec.Grants = dedupe(s.Grants)
-		rec.PublicMetadata = s.PublicMetadata
-		rec.Provenance = ProvenanceView{Kind: d.Provenance.Kind, ExternalRef: d.Provenance.ExternalRef, PayloadHash: d.Provenance.PayloadHash}
-		for _, c := range oldCaps {
-			if !slices.Contains(rec.Capabilities, c) {
-				if err := f.tx.Bucket(bktOffers).Delete(key(p, c, id)); err != nil {
-					return err
-				}
-			}
-		}
-		for _, c := range rec.Capabilities {
-			if err := f.tx.Bucket(bktOffers).Put(key(p, c, id), nil); err != nil {
-				return err
-			}
-		}
+		return f.register(r, d)
 	} else {
 		if !found {
 			return nil // an event of an unregistered agent: feeds only
@@ -490,6 +468,45 @@ func (f *folder) foldAgent(r kernel.Recorded) error {
 			// nothing but the agent's ledger_seq.
 			rec.LedgerSeq = r.Seq
 			return putJSON(f.tx.Bucket(bktAgents), ak, rec)
+		}
+	}
+	rec.UpdatedAt = e.At
+	rec.LedgerSeq = r.Seq
+	return putJSON(f.tx.Bucket(bktAgents), ak, rec)
+}
+
+// register applies a registration, whether an agent.registered event or one
+// carried by a bootstrap's credential.issued or an invite.redeemed.
+func (f *folder) register(r kernel.Recorded, d kernel.AgentRegistered) error {
+	e := r.Event
+	p, id := e.ProjectID, d.Spec.AgentID
+	ak := key(p, id)
+	var rec agentRecord
+	found, err := getJSON(f.tx.Bucket(bktAgents), ak, &rec)
+	if err != nil {
+		return err
+	}
+	oldCaps := rec.Capabilities
+	s := d.Spec
+	if !found {
+		rec = agentRecord{ProjectID: p, AgentID: id, RegisteredAt: e.At}
+	}
+	rec.Role, rec.Description = s.Role, s.Description
+	rec.Enabled, rec.AcceptsWork, rec.Capacity = s.Enabled, s.AcceptsWork, s.Capacity
+	rec.Capabilities = dedupe(s.Capabilities)
+	rec.Grants = dedupe(s.Grants)
+	rec.PublicMetadata = s.PublicMetadata
+	rec.Provenance = ProvenanceView{Kind: d.Provenance.Kind, ExternalRef: d.Provenance.ExternalRef, PayloadHash: d.Provenance.PayloadHash}
+	for _, c := range oldCaps {
+		if !slices.Contains(rec.Capabilities, c) {
+			if err := f.tx.Bucket(bktOffers).Delete(key(p, c, id)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, c := range rec.Capabilities {
+		if err := f.tx.Bucket(bktOffers).Put(key(p, c, id), nil); err != nil {
+			return err
 		}
 	}
 	rec.UpdatedAt = e.At
@@ -525,9 +542,14 @@ func (f *folder) foldCredential(r kernel.Recorded) error {
 		agent = d.AgentID
 		via := d.Via
 		if via == "" {
-			via = "issue"
+			via = kernel.ViaIssue
 		}
 		issue = &credRecord{CredentialID: d.CredentialID, AgentID: d.AgentID, ExpiresAt: d.ExpiresAt, Via: via}
+		if d.Registration != nil {
+			if err := f.register(r, *d.Registration); err != nil {
+				return err
+			}
+		}
 	case kernel.EvCredentialRevoked:
 		d, err := dataAs[kernel.CredentialRevoked](e)
 		if err != nil {
@@ -546,7 +568,12 @@ func (f *folder) foldCredential(r kernel.Recorded) error {
 			return err
 		}
 		agent = d.AgentID
-		issue = &credRecord{CredentialID: d.CredentialID, AgentID: d.AgentID, ExpiresAt: d.ExpiresAt, Via: "join"}
+		issue = &credRecord{CredentialID: d.CredentialID, AgentID: d.AgentID, ExpiresAt: d.ExpiresAt, Via: kernel.ViaJoin}
+		if d.Registration != nil {
+			if err := f.register(r, *d.Registration); err != nil {
+				return err
+			}
+		}
 	default:
 		return nil
 	}
