@@ -504,7 +504,7 @@ func (d decider) finish(cmd Finish) (*Event, error) {
 		return nil, invalid("outcome must be one of %v", Outcomes)
 	}
 	data := &TurnFinished{ClaimID: t.Claim.ID, Outcome: cmd.Outcome}
-	if !isNull(cmd.FinalPayload) {
+	if !IsNull(cmd.FinalPayload) {
 		if err := objectField("final_payload", cmd.FinalPayload, MaxPayloadBytes); err != nil {
 			return nil, err
 		}

@@ -91,26 +91,6 @@ type Invite struct {
 	Redeemed int
 }
 
-// Turn is the write model of one Turn.
-type Turn struct {
-	ID            string
-	Order         uint64 // ledger_seq of its dispatch
-	Dispatch      TurnDispatched
-	State         string
-	Outcome       string
-	StopRequested bool
-	Claim         *Claim
-	TurnSeq       uint64 // last turn_seq given to a record
-}
-
-// Claim is a live lease on a Turn.
-type Claim struct {
-	ID        string
-	AgentID   string
-	TokenHash string
-	ExpiresAt time.Time
-}
-
 // NewProject returns an empty project.
 func NewProject(id string) *Project {
 	return &Project{
@@ -186,71 +166,9 @@ func Evolve(p *Project, r Recorded) {
 			p.register(d.Registration)
 		}
 		p.Credentials[d.CredentialID] = &Credential{ID: d.CredentialID, AgentID: d.AgentID, TokenHash: d.TokenHash, IssuedAt: e.At, ExpiresAt: d.ExpiresAt}
-	case *TurnDispatched:
-		t := &Turn{ID: e.ID, Order: r.Seq, Dispatch: *d, State: StateQueued}
-		p.Turns[e.ID] = t
-		if d.DispatchKey != "" {
-			p.DispatchKeys[DispatchKeyOf(d.RequestedBy.AgentID, d.DispatchKey)] = e.ID
-		}
-		p.enqueue(t)
-	case *TurnClaimed:
-		t := p.Turns[e.ID]
-		if t == nil {
-			return
-		}
-		p.dequeue(t)
-		t.State = StateClaimed
-		t.Claim = &Claim{ID: d.ClaimID, AgentID: d.AgentID, TokenHash: d.TokenHash, ExpiresAt: d.ExpiresAt}
-		if a := p.Agents[d.AgentID]; a != nil {
-			a.ActiveClaims++
-		}
-	case *TurnClaimRenewed:
-		if t := p.Turns[e.ID]; t != nil && t.Claim != nil {
-			t.Claim.ExpiresAt = d.ExpiresAt
-		}
-	case *TurnRecordAppended:
-		if t := p.Turns[e.ID]; t != nil && d.TurnSeq > t.TurnSeq {
-			t.TurnSeq = d.TurnSeq
-		}
-	case *TurnSuspended:
-		if t := p.Turns[e.ID]; t != nil {
-			p.release(t)
-			t.State = StateSuspended
-		}
-	case *TurnResumed:
-		if t := p.Turns[e.ID]; t != nil {
-			t.State = StateQueued
-			p.enqueue(t)
-		}
-	case *TurnFinished:
-		if t := p.Turns[e.ID]; t != nil {
-			p.release(t)
-			t.State, t.Outcome = StateFinished, d.Outcome
-			if d.TurnSeq > t.TurnSeq {
-				t.TurnSeq = d.TurnSeq
-			}
-		}
-	case *TurnStopRequested:
-		if t := p.Turns[e.ID]; t != nil {
-			t.StopRequested = true
-		}
-	case *TurnStopped:
-		if t := p.Turns[e.ID]; t != nil {
-			p.dequeue(t)
-			p.release(t)
-			t.StopRequested = true
-			t.State, t.Outcome = StateFinished, OutcomeStopped
-		}
-	case *TurnClaimExpired:
-		if t := p.Turns[e.ID]; t != nil {
-			p.release(t)
-			if d.Stopped {
-				t.State, t.Outcome = StateFinished, OutcomeStopped
-			} else {
-				t.State = StateQueued
-				p.enqueue(t)
-			}
-		}
+	case *TurnDispatched, *TurnClaimed, *TurnClaimRenewed, *TurnRecordAppended, *TurnSuspended, *TurnResumed,
+		*TurnFinished, *TurnStopRequested, *TurnStopped, *TurnClaimExpired:
+		p.evolveTurn(r)
 	}
 }
 
@@ -262,17 +180,6 @@ func (p *Project) register(d *AgentRegistered) {
 		p.Agents[d.Spec.AgentID] = a
 	}
 	a.Spec = d.Spec
-}
-
-// release drops the Turn's claim, if any, and frees the agent's capacity.
-func (p *Project) release(t *Turn) {
-	if t.Claim == nil {
-		return
-	}
-	if a := p.Agents[t.Claim.AgentID]; a != nil && a.ActiveClaims > 0 {
-		a.ActiveClaims--
-	}
-	t.Claim = nil
 }
 
 func (p *Project) enqueue(t *Turn) {

@@ -37,8 +37,8 @@ func isObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }
 
-// isNull reports whether raw is absent or JSON null.
-func isNull(raw json.RawMessage) bool {
+// IsNull reports whether raw is absent or JSON null.
+func IsNull(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) == 0 || string(raw) == "null"
 }
@@ -74,7 +74,7 @@ func validateCommon(c Common) error {
 		if err := textField("meta.reason", m.Reason, MaxTextLen, false); err != nil {
 			return err
 		}
-		if !isNull(m.Annotations) {
+		if !IsNull(m.Annotations) {
 			if err := objectField("meta.annotations", m.Annotations, MaxMetadataBytes); err != nil {
 				return err
 			}

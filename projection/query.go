@@ -9,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/turnledger/turnledger/kernel"
 )
 
 func clampLimit(limit int) int {
@@ -32,9 +34,7 @@ func loadTurn(b *bolt.Bucket, project, turnID string) (turnRecord, error) {
 	if err == nil && !found {
 		err = ErrNotFound
 	}
-	if isNull(rec.View.FinalPayload) {
-		rec.View.FinalPayload = nil // JSON null reads back as "null"
-	}
+	rec.View = turnView(project, &rec.Turn)
 	return rec, err
 }
 
@@ -120,7 +120,7 @@ func (s *Store) TurnsPage(project string, f TurnFilter, limit int) (TurnsPage, e
 			if err != nil {
 				return err
 			}
-			if f.match(rec.View) {
+			if f.match(rec) {
 				pg.Items = append(pg.Items, rec.View)
 			}
 		}
@@ -132,14 +132,15 @@ func (s *Store) TurnsPage(project string, f TurnFilter, limit int) (TurnsPage, e
 // scanBudget is how many Turns a page examines at most.
 func scanBudget(limit int) int { return 10*limit + 100 }
 
-func (f TurnFilter) match(v TurnView) bool {
+func (f TurnFilter) match(rec turnRecord) bool {
+	v := rec.View
 	switch {
 	case f.TargetAgentID != "" && v.TargetAgent.AgentID != f.TargetAgentID,
 		f.TurnKind != "" && v.TurnKind != f.TurnKind,
 		f.State != "" && v.State != f.State,
 		f.Outcome != "" && (v.Outcome == nil || *v.Outcome != f.Outcome),
 		f.StopRequestedOnly && !v.StopRequested,
-		f.VisibleTo != "" && !slices.Contains(involved(v), f.VisibleTo):
+		f.VisibleTo != "" && !slices.Contains(rec.Readers, f.VisibleTo):
 		return false
 	}
 	return true
@@ -297,7 +298,7 @@ func (r agentReader) view(rec agentRecord) AgentView {
 	v := AgentView{
 		ProjectID: rec.ProjectID, AgentID: rec.AgentID, Role: rec.Role, Description: rec.Description,
 		Enabled: rec.Enabled, AcceptsWork: rec.AcceptsWork, Drained: rec.Drained,
-		Admitting: rec.Enabled && rec.AcceptsWork && !rec.Drained,
+		Admitting: kernel.Admitting(rec.Enabled, rec.AcceptsWork, rec.Drained),
 		Capacity:  rec.Capacity, Capabilities: rec.Capabilities, Grants: rec.Grants,
 		PublicMetadata: rec.PublicMetadata, Provenance: rec.Provenance,
 		RegisteredAt: rec.RegisteredAt, UpdatedAt: rec.UpdatedAt, LedgerSeq: rec.LedgerSeq,
@@ -309,7 +310,7 @@ func (r agentReader) view(rec agentRecord) AgentView {
 	if v.Grants == nil {
 		v.Grants = []string{}
 	}
-	if isNull(v.PublicMetadata) {
+	if kernel.IsNull(v.PublicMetadata) {
 		v.PublicMetadata = json.RawMessage("{}")
 	}
 	v.ActiveClaims = int(getU64(r.claims.Get(key(rec.ProjectID, rec.AgentID))))
@@ -375,7 +376,7 @@ func (f AgentFilter) match(v AgentView) bool {
 	switch {
 	case f.AgentID != "" && v.AgentID != f.AgentID,
 		f.EnabledOnly && !v.Enabled,
-		f.AcceptsWorkOnly && !(v.AcceptsWork && !v.Drained),
+		f.AcceptsWorkOnly && !kernel.AcceptingWork(v.AcceptsWork, v.Drained),
 		f.Role != "" && v.Role != f.Role,
 		f.Capability != "" && !slices.Contains(v.Capabilities, f.Capability):
 		return false
@@ -417,7 +418,7 @@ func (s *Store) TurnOffers(project string, f OfferFilter, limit int, now time.Ti
 				}
 				agents[agentID] = v
 			}
-			if f.EnabledOnly && !v.Enabled || f.AcceptsWorkOnly && !(v.AcceptsWork && !v.Drained) {
+			if f.EnabledOnly && !v.Enabled || f.AcceptsWorkOnly && !kernel.AcceptingWork(v.AcceptsWork, v.Drained) {
 				continue
 			}
 			out = append(out, TurnOffer{

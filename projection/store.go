@@ -25,8 +25,10 @@ var ErrSchema = errors.New("projection: incompatible projection file")
 
 // SchemaVersion is the bucket layout this build writes and reads (bucket
 // "meta", key "schema"). Change it with any change of a bucket, key or value
-// format.
-const SchemaVersion = 1
+// format. Layout 2 stores each Turn as the kernel's own state (kernel.Turn,
+// folded by kernel.EvolveTurn) with the agents who may read it, and indexes a
+// Turn under every such agent (its root's target and requester too).
+const SchemaVersion = 2
 
 // MaxLimit is the largest page the queries return; callers validate limit
 // (1..MaxLimit) and the queries clamp it to that range as well.
@@ -111,7 +113,7 @@ func Open(path string, cfg Config) (*Store, error) {
 				return err
 			}
 		case getU64(v) != SchemaVersion:
-			return fmt.Errorf("%w: the file has layout %d, this build reads %d; rebuild it (turnledger replay)", ErrSchema, getU64(v), SchemaVersion)
+			return fmt.Errorf("%w: the file has layout %d, this build reads layout %d; stop serve and run `turnledger replay` to rebuild it from the ledger", ErrSchema, getU64(v), SchemaVersion)
 		}
 		cp = getU64(meta.Get(keyCheckpoint))
 		return nil

@@ -2,23 +2,20 @@ package projection
 
 import (
 	"encoding/json"
-	"slices"
 	"time"
 
 	"github.com/turnledger/turnledger/kernel"
 )
 
-// Turn states as the projections show them.
+// Turn states and the stopped outcome: the kernel's, named here for readers
+// of the projection's API.
 const (
-	StateQueued    = "queued"
-	StateClaimed   = "claimed"
-	StateSuspended = "suspended"
-	StateFinished  = "finished"
+	StateQueued    = kernel.StateQueued
+	StateClaimed   = kernel.StateClaimed
+	StateSuspended = kernel.StateSuspended
+	StateFinished  = kernel.StateFinished
+	OutcomeStopped = kernel.OutcomeStopped
 )
-
-// OutcomeStopped is the outcome of a Turn ended by a stop request rather than
-// by its claim holder.
-const OutcomeStopped = "stopped"
 
 // Credential statuses.
 const (
@@ -250,9 +247,13 @@ type CredentialView struct {
 
 // Stored records: what the buckets hold where a view has derived fields.
 
+// turnRecord is a Turn's kernel state, folded by kernel.EvolveTurn (claim
+// token hash removed), and the agents who may read it (kernel.TurnReaders).
+// View is derived on load, never stored.
 type turnRecord struct {
-	View        TurnView `json:"view"`
-	DispatchSeq uint64   `json:"dispatch_seq"`
+	Turn    kernel.Turn `json:"turn"`
+	Readers []string    `json:"readers"`
+	View    TurnView    `json:"-"`
 }
 
 type agentRecord struct {
@@ -282,11 +283,4 @@ type credRecord struct {
 	RevokedAt    *time.Time `json:"revoked_at"`
 	Via          string     `json:"via"`
 	IssuedSeq    uint64     `json:"issued_seq"`
-}
-
-// Involves reports whether an agent of the Turn's project is its target or
-// its requester: the read policy that TurnFilter.VisibleTo applies, for
-// httpapi to apply to one Turn (snapshot, context, Turn feed) the same way.
-func (v TurnView) Involves(agentID string) bool {
-	return agentID != "" && slices.Contains(involved(v), agentID)
 }
