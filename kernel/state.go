@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"sort"
-	"time"
 )
 
 // Turn states. The table of transitions is in the package doc; Decide is the
@@ -42,49 +41,6 @@ type queued struct {
 	turnID string
 }
 
-// Agent is the write model of one agent.
-type Agent struct {
-	Spec         AgentSpec
-	Drained      bool
-	ActiveClaims int
-	LastSeen     time.Time
-}
-
-// Admitting reports whether the agent takes new Turns.
-func (a *Agent) Admitting() bool { return Admitting(a.Spec.Enabled, a.Spec.AcceptsWork, a.Drained) }
-
-// Admitting is the rule of admission: an agent takes new Turns when it is
-// enabled, accepts work and is not drained. Dispatch and claims decide by it,
-// and the projections show it.
-func Admitting(enabled, acceptsWork, drained bool) bool { return enabled && acceptsWork && !drained }
-
-// AcceptingWork is the accepts_work filter of the directory and the offers:
-// the agent accepts work and is not drained (enabled or not).
-func AcceptingWork(acceptsWork, drained bool) bool { return acceptsWork && !drained }
-
-// Has reports whether the agent's spec carries the grant.
-func (a *Agent) Has(grant string) bool {
-	for _, g := range a.Spec.Grants {
-		if g == grant {
-			return true
-		}
-	}
-	return false
-}
-
-// Credential is the write model of one credential.
-type Credential struct {
-	ID        string
-	AgentID   string
-	TokenHash string
-	IssuedAt  time.Time
-	ExpiresAt time.Time
-	Revoked   bool
-}
-
-// Active reports whether the credential may authenticate at now.
-func (c *Credential) Active(now time.Time) bool { return !c.Revoked && now.Before(c.ExpiresAt) }
-
 // Invite is the write model of one join invite.
 type Invite struct {
 	Data     InviteCreated
@@ -120,40 +76,25 @@ func Evolve(p *Project, r Recorded) {
 	if r.Seq > p.Seq {
 		p.Seq = r.Seq
 	}
+	if id, ok := AgentOf(e); ok {
+		if a := EvolveAgent(p.Agents[id], r); a != nil {
+			p.Agents[id] = a
+		}
+	}
+	if id, ok := CredentialOf(e); ok {
+		if c := EvolveCredential(p.Credentials[id], r); c != nil {
+			p.Credentials[id] = c
+		}
+	}
 	if e.Actor.Kind == ActorAgent {
 		if a := p.Agents[e.Actor.AgentID]; a != nil && e.At.After(a.LastSeen) {
 			a.LastSeen = e.At
 		}
 	}
 	switch d := e.Data.(type) {
-	case *AgentRegistered:
-		p.register(d)
-	case *AgentDrained:
-		if a := p.Agents[e.ID]; a != nil {
-			a.Drained = true
-		}
-	case *AgentResumed:
-		if a := p.Agents[e.ID]; a != nil {
-			a.Drained = false
-		}
 	case *AgentHeartbeat:
 		if a := p.Agents[e.ID]; a != nil && e.At.After(a.LastSeen) {
 			a.LastSeen = e.At
-		}
-	case *AgentMetadataReplaced:
-		if a := p.Agents[e.ID]; a != nil {
-			a.Spec.PublicMetadata = d.PublicMetadata
-		}
-	case *AgentWorkMemoryReported:
-		// Reports live in the feeds; the write model needs nothing of them.
-	case *CredentialIssued:
-		if d.Registration != nil {
-			p.register(d.Registration)
-		}
-		p.Credentials[d.CredentialID] = &Credential{ID: d.CredentialID, AgentID: d.AgentID, TokenHash: d.TokenHash, IssuedAt: e.At, ExpiresAt: d.ExpiresAt}
-	case *CredentialRevoked:
-		if c := p.Credentials[d.CredentialID]; c != nil {
-			c.Revoked = true
 		}
 	case *InviteCreated:
 		p.Invites[d.InviteID] = &Invite{Data: *d}
@@ -162,24 +103,10 @@ func Evolve(p *Project, r Recorded) {
 		if inv := p.Invites[d.InviteID]; inv != nil {
 			inv.Redeemed++
 		}
-		if d.Registration != nil {
-			p.register(d.Registration)
-		}
-		p.Credentials[d.CredentialID] = &Credential{ID: d.CredentialID, AgentID: d.AgentID, TokenHash: d.TokenHash, IssuedAt: e.At, ExpiresAt: d.ExpiresAt}
 	case *TurnDispatched, *TurnClaimed, *TurnClaimRenewed, *TurnRecordAppended, *TurnSuspended, *TurnResumed,
 		*TurnFinished, *TurnStopRequested, *TurnStopped, *TurnClaimExpired:
 		p.evolveTurn(r)
 	}
-}
-
-// register applies a registration: a new agent, or a new spec for one.
-func (p *Project) register(d *AgentRegistered) {
-	a := p.Agents[d.Spec.AgentID]
-	if a == nil {
-		a = &Agent{}
-		p.Agents[d.Spec.AgentID] = a
-	}
-	a.Spec = d.Spec
 }
 
 func (p *Project) enqueue(t *Turn) {

@@ -92,6 +92,9 @@ func (f *folder) fold(r kernel.Recorded) error {
 		}
 		return f.foldAgent(r)
 	case kernel.AggCredential, kernel.AggInvite:
+		if err := f.foldAgent(r); err != nil { // a registration it carries
+			return err
+		}
 		return f.foldCredential(r)
 	}
 	return nil // other aggregates are in the project feed only

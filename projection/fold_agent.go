@@ -2,96 +2,145 @@ package projection
 
 import (
 	"slices"
+	"time"
 
 	"github.com/turnledger/turnledger/kernel"
 )
 
-// foldAgent applies an agent event.
+// foldAgent applies an event to the agent it changes (kernel.AgentOf: an
+// agent event, or a registration carried by a bootstrap's credential.issued
+// or an invite.redeemed). The state is folded by the kernel's own
+// kernel.EvolveAgent; this fold adds only the offers index (one key per
+// capability) and the presence index.
 func (f *folder) foldAgent(r kernel.Recorded) error {
 	e := r.Event
-	p, id := e.ProjectID, e.ID
+	id, ok := kernel.AgentOf(e)
+	if !ok {
+		return nil
+	}
+	p := e.ProjectID
 	ak := key(p, id)
-	var rec agentRecord
+	var rec kernel.Agent
 	found, err := getJSON(f.tx.Bucket(bktAgents), ak, &rec)
 	if err != nil {
 		return err
 	}
-	if e.Type == kernel.EvAgentRegistered {
-		d, err := dataAs[kernel.AgentRegistered](e)
-		if err != nil {
+	var old *kernel.Agent
+	var oldCaps []string
+	if found {
+		old, oldCaps = &rec, slices.Clone(rec.Spec.Capabilities)
+	}
+	a := kernel.EvolveAgent(old, r)
+	if a == nil {
+		return nil // an event of an unregistered agent: feeds only
+	}
+	if e.Type == kernel.EvAgentHeartbeat {
+		if err := f.see(p, id, e.At); err != nil {
 			return err
 		}
-		return f.register(r, d)
-	} else {
-		if !found {
-			return nil // an event of an unregistered agent: feeds only
-		}
-		switch e.Type {
-		case kernel.EvAgentDrained:
-			rec.Drained = true
-		case kernel.EvAgentResumed:
-			rec.Drained = false
-		case kernel.EvAgentMetadataSet:
-			d, err := dataAs[kernel.AgentMetadataReplaced](e)
-			if err != nil {
-				return err
-			}
-			rec.PublicMetadata = d.PublicMetadata
-		case kernel.EvAgentHeartbeat:
-			if err := f.see(p, id, e.At); err != nil {
-				return err
-			}
-			rec.LedgerSeq = r.Seq
-			return putJSON(f.tx.Bucket(bktAgents), ak, rec)
-		default:
-			// Work-memory reports and other agent events: they change
-			// nothing but the agent's ledger_seq.
-			rec.LedgerSeq = r.Seq
-			return putJSON(f.tx.Bucket(bktAgents), ak, rec)
-		}
 	}
-	rec.UpdatedAt = e.At
-	rec.LedgerSeq = r.Seq
-	return putJSON(f.tx.Bucket(bktAgents), ak, rec)
-}
-
-// register applies a registration, whether an agent.registered event or one
-// carried by a bootstrap's credential.issued or an invite.redeemed.
-func (f *folder) register(r kernel.Recorded, d kernel.AgentRegistered) error {
-	e := r.Event
-	p, id := e.ProjectID, d.Spec.AgentID
-	ak := key(p, id)
-	var rec agentRecord
-	found, err := getJSON(f.tx.Bucket(bktAgents), ak, &rec)
-	if err != nil {
-		return err
-	}
-	oldCaps := rec.Capabilities
-	s := d.Spec
-	if !found {
-		rec = agentRecord{ProjectID: p, AgentID: id, RegisteredAt: e.At}
-	}
-	rec.Role, rec.Description = s.Role, s.Description
-	rec.Enabled, rec.AcceptsWork, rec.Capacity = s.Enabled, s.AcceptsWork, s.Capacity
-	rec.Capabilities = dedupe(s.Capabilities)
-	rec.Grants = dedupe(s.Grants)
-	rec.PublicMetadata = s.PublicMetadata
-	rec.Provenance = ProvenanceView{Kind: d.Provenance.Kind, ExternalRef: d.Provenance.ExternalRef, PayloadHash: d.Provenance.PayloadHash}
 	for _, c := range oldCaps {
-		if !slices.Contains(rec.Capabilities, c) {
+		if !slices.Contains(a.Spec.Capabilities, c) {
 			if err := f.tx.Bucket(bktOffers).Delete(key(p, c, id)); err != nil {
 				return err
 			}
 		}
 	}
-	for _, c := range rec.Capabilities {
-		if err := f.tx.Bucket(bktOffers).Put(key(p, c, id), nil); err != nil {
-			return err
+	for _, c := range a.Spec.Capabilities {
+		if !slices.Contains(oldCaps, c) {
+			if err := f.tx.Bucket(bktOffers).Put(key(p, c, id), nil); err != nil {
+				return err
+			}
 		}
 	}
-	rec.UpdatedAt = e.At
-	rec.LedgerSeq = r.Seq
-	return putJSON(f.tx.Bucket(bktAgents), ak, rec)
+	return putJSON(f.tx.Bucket(bktAgents), ak, a)
+}
+
+// foldCredential applies a credential or invite event: both are in the feed
+// of the agent they name, and the credential's state is folded by
+// kernel.EvolveCredential (its token hash removed).
+func (f *folder) foldCredential(r kernel.Recorded) error {
+	e := r.Event
+	p := e.ProjectID
+	var agent string
+	switch d := e.Data.(type) {
+	case *kernel.CredentialIssued:
+		agent = d.AgentID
+	case *kernel.CredentialRevoked:
+		agent = d.AgentID
+	case *kernel.InviteCreated:
+		agent = d.AgentID
+	case *kernel.InviteRedeemed:
+		agent = d.AgentID
+	}
+	if agent == "" {
+		return nil
+	}
+	if err := f.tx.Bucket(bktAgentFeed).Put(seqKey(r.Seq, p, agent), nil); err != nil {
+		return err
+	}
+	id, ok := kernel.CredentialOf(e)
+	if !ok {
+		return nil
+	}
+	ck := key(p, agent, id)
+	var rec kernel.Credential
+	found, err := getJSON(f.tx.Bucket(bktCreds), ck, &rec)
+	if err != nil {
+		return err
+	}
+	var old *kernel.Credential
+	if found {
+		old = &rec
+	}
+	c := kernel.EvolveCredential(old, r)
+	if c == nil {
+		return nil
+	}
+	c.TokenHash = "" // readers never need it
+	return putJSON(f.tx.Bucket(bktCreds), ck, c)
+}
+
+// agentView is the public view of an agent's kernel state, with its claims
+// and presence from the indexes.
+func (r agentReader) view(project string, a *kernel.Agent) AgentView {
+	s := a.Spec
+	v := AgentView{
+		ProjectID: project, AgentID: s.AgentID, Role: s.Role, Description: s.Description,
+		Enabled: s.Enabled, AcceptsWork: s.AcceptsWork, Drained: a.Drained, Admitting: a.Admitting(),
+		Capacity: s.Capacity, Capabilities: dedupe(s.Capabilities), Grants: dedupe(s.Grants),
+		PublicMetadata: s.PublicMetadata,
+		Provenance:     ProvenanceView{Kind: a.Provenance.Kind, ExternalRef: a.Provenance.ExternalRef, PayloadHash: a.Provenance.PayloadHash},
+		RegisteredAt:   a.RegisteredAt, UpdatedAt: a.UpdatedAt, LedgerSeq: a.Seq,
+		Presence: PresenceNever,
+	}
+	if kernel.IsNull(v.PublicMetadata) {
+		v.PublicMetadata = []byte("{}")
+	}
+	v.ActiveClaims = int(getU64(r.claims.Get(key(project, s.AgentID))))
+	v.FreeCapacity = max(0, v.Capacity-v.ActiveClaims)
+	if b := r.seen.Get(key(project, s.AgentID)); b != nil {
+		t := time.Unix(0, int64(getU64(b))).UTC()
+		v.LastSeenAt = &t
+		v.Presence = PresenceOffline
+		if r.now.Sub(t) < r.window {
+			v.Presence = PresenceOnline
+		}
+	}
+	return v
+}
+
+// credentialView is the public view of a credential's kernel state at now.
+func credentialView(project string, c *kernel.Credential, now time.Time) CredentialView {
+	status := CredentialActive
+	switch {
+	case c.Revoked:
+		status = CredentialRevoked
+	case !c.Active(now):
+		status = CredentialExpired
+	}
+	return CredentialView{CredentialID: c.ID, ProjectID: project, AgentID: c.AgentID, Status: status,
+		IssuedAt: c.IssuedAt, ExpiresAt: c.ExpiresAt, RevokedAt: c.RevokedAt, Via: c.Via}
 }
 
 // dedupe returns s without repeats, in first-seen order, never nil.
@@ -103,79 +152,4 @@ func dedupe(s []string) []string {
 		}
 	}
 	return out
-}
-
-// foldCredential applies a credential or invite event. Both are in the feed
-// of the agent they name; a redeemed invite issues a credential.
-func (f *folder) foldCredential(r kernel.Recorded) error {
-	e := r.Event
-	p := e.ProjectID
-	var agent string
-	var issue *credRecord
-	var revoke string
-	switch e.Type {
-	case kernel.EvCredentialIssued:
-		d, err := dataAs[kernel.CredentialIssued](e)
-		if err != nil {
-			return err
-		}
-		agent = d.AgentID
-		via := d.Via
-		if via == "" {
-			via = kernel.ViaIssue
-		}
-		issue = &credRecord{CredentialID: d.CredentialID, AgentID: d.AgentID, ExpiresAt: d.ExpiresAt, Via: via}
-		if d.Registration != nil {
-			if err := f.register(r, *d.Registration); err != nil {
-				return err
-			}
-		}
-	case kernel.EvCredentialRevoked:
-		d, err := dataAs[kernel.CredentialRevoked](e)
-		if err != nil {
-			return err
-		}
-		agent, revoke = d.AgentID, d.CredentialID
-	case kernel.EvInviteCreated:
-		d, err := dataAs[kernel.InviteCreated](e)
-		if err != nil {
-			return err
-		}
-		agent = d.AgentID
-	case kernel.EvInviteRedeemed:
-		d, err := dataAs[kernel.InviteRedeemed](e)
-		if err != nil {
-			return err
-		}
-		agent = d.AgentID
-		issue = &credRecord{CredentialID: d.CredentialID, AgentID: d.AgentID, ExpiresAt: d.ExpiresAt, Via: kernel.ViaJoin}
-		if d.Registration != nil {
-			if err := f.register(r, *d.Registration); err != nil {
-				return err
-			}
-		}
-	default:
-		return nil
-	}
-	if agent == "" {
-		return nil
-	}
-	if err := f.tx.Bucket(bktAgentFeed).Put(seqKey(r.Seq, p, agent), nil); err != nil {
-		return err
-	}
-	switch {
-	case issue != nil && issue.CredentialID != "":
-		issue.ProjectID, issue.IssuedAt, issue.IssuedSeq = p, e.At, r.Seq
-		return putJSON(f.tx.Bucket(bktCreds), key(p, agent, issue.CredentialID), issue)
-	case revoke != "":
-		ck := key(p, agent, revoke)
-		var c credRecord
-		found, err := getJSON(f.tx.Bucket(bktCreds), ck, &c)
-		if err != nil || !found || c.RevokedAt != nil {
-			return err
-		}
-		c.RevokedAt = ptr(e.At)
-		return putJSON(f.tx.Bucket(bktCreds), ck, c)
-	}
-	return nil
 }

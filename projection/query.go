@@ -283,47 +283,15 @@ func (s *Store) agentReader(tx *bolt.Tx, now time.Time) agentReader {
 }
 
 func (r agentReader) get(project, agentID string) (AgentView, error) {
-	var rec agentRecord
-	found, err := getJSON(r.agents, key(project, agentID), &rec)
+	var a kernel.Agent
+	found, err := getJSON(r.agents, key(project, agentID), &a)
 	if err != nil {
 		return AgentView{}, err
 	}
 	if !found {
 		return AgentView{}, ErrNotFound
 	}
-	return r.view(rec), nil
-}
-
-func (r agentReader) view(rec agentRecord) AgentView {
-	v := AgentView{
-		ProjectID: rec.ProjectID, AgentID: rec.AgentID, Role: rec.Role, Description: rec.Description,
-		Enabled: rec.Enabled, AcceptsWork: rec.AcceptsWork, Drained: rec.Drained,
-		Admitting: kernel.Admitting(rec.Enabled, rec.AcceptsWork, rec.Drained),
-		Capacity:  rec.Capacity, Capabilities: rec.Capabilities, Grants: rec.Grants,
-		PublicMetadata: rec.PublicMetadata, Provenance: rec.Provenance,
-		RegisteredAt: rec.RegisteredAt, UpdatedAt: rec.UpdatedAt, LedgerSeq: rec.LedgerSeq,
-		Presence: PresenceNever,
-	}
-	if v.Capabilities == nil {
-		v.Capabilities = []string{}
-	}
-	if v.Grants == nil {
-		v.Grants = []string{}
-	}
-	if kernel.IsNull(v.PublicMetadata) {
-		v.PublicMetadata = json.RawMessage("{}")
-	}
-	v.ActiveClaims = int(getU64(r.claims.Get(key(rec.ProjectID, rec.AgentID))))
-	v.FreeCapacity = max(0, v.Capacity-v.ActiveClaims)
-	if b := r.seen.Get(key(rec.ProjectID, rec.AgentID)); b != nil {
-		t := time.Unix(0, int64(getU64(b))).UTC()
-		v.LastSeenAt = &t
-		v.Presence = PresenceOffline
-		if r.now.Sub(t) < r.window {
-			v.Presence = PresenceOnline
-		}
-	}
-	return v
+	return r.view(project, &a), nil
 }
 
 // Agent returns the truth snapshot of an agent, or ErrNotFound.
@@ -359,11 +327,11 @@ func (s *Store) Agents(project string, f AgentFilter, limit int, now time.Time) 
 		prefix := key(project)
 		c := r.agents.Cursor()
 		for k, b := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, b = c.Next() {
-			var rec agentRecord
-			if err := json.Unmarshal(b, &rec); err != nil {
+			var a kernel.Agent
+			if err := json.Unmarshal(b, &a); err != nil {
 				return err
 			}
-			if v := r.view(rec); f.match(v) {
+			if v := r.view(project, &a); f.match(v) {
 				out = append(out, v)
 			}
 		}
@@ -461,7 +429,7 @@ func splitKey(k []byte) []string {
 // status at now. ErrNotFound when the agent is not registered.
 func (s *Store) Credentials(project, agentID string, now time.Time) ([]CredentialView, error) {
 	out := []CredentialView{}
-	var recs []credRecord
+	var recs []kernel.Credential
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if tx.Bucket(bktAgents).Get(key(project, agentID)) == nil {
 			return ErrNotFound
@@ -469,7 +437,7 @@ func (s *Store) Credentials(project, agentID string, now time.Time) ([]Credentia
 		prefix := key(project, agentID)
 		c := tx.Bucket(bktCreds).Cursor()
 		for k, b := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, b = c.Next() {
-			var rec credRecord
+			var rec kernel.Credential
 			if err := json.Unmarshal(b, &rec); err != nil {
 				return err
 			}
@@ -480,19 +448,9 @@ func (s *Store) Credentials(project, agentID string, now time.Time) ([]Credentia
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(recs, func(a, b credRecord) int { return cmp.Compare(a.IssuedSeq, b.IssuedSeq) })
-	for _, r := range recs {
-		status := CredentialActive
-		switch {
-		case r.RevokedAt != nil:
-			status = CredentialRevoked
-		case !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt):
-			status = CredentialExpired
-		}
-		out = append(out, CredentialView{
-			CredentialID: r.CredentialID, ProjectID: r.ProjectID, AgentID: r.AgentID, Status: status,
-			IssuedAt: r.IssuedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt, Via: r.Via,
-		})
+	slices.SortFunc(recs, func(a, b kernel.Credential) int { return cmp.Compare(a.IssuedSeq, b.IssuedSeq) })
+	for i := range recs {
+		out = append(out, credentialView(project, &recs[i], now))
 	}
 	return out, nil
 }

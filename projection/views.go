@@ -255,32 +255,3 @@ type turnRecord struct {
 	Readers []string    `json:"readers"`
 	View    TurnView    `json:"-"`
 }
-
-type agentRecord struct {
-	ProjectID      string          `json:"project_id"`
-	AgentID        string          `json:"agent_id"`
-	Role           string          `json:"role"`
-	Description    string          `json:"description"`
-	Enabled        bool            `json:"enabled"`
-	AcceptsWork    bool            `json:"accepts_work"`
-	Drained        bool            `json:"drained"`
-	Capacity       int             `json:"capacity"`
-	Capabilities   []string        `json:"capabilities"`
-	Grants         []string        `json:"grants"`
-	PublicMetadata json.RawMessage `json:"public_metadata"`
-	Provenance     ProvenanceView  `json:"provenance"`
-	RegisteredAt   time.Time       `json:"registered_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	LedgerSeq      uint64          `json:"ledger_seq"`
-}
-
-type credRecord struct {
-	CredentialID string     `json:"credential_id"`
-	ProjectID    string     `json:"project_id"`
-	AgentID      string     `json:"agent_id"`
-	IssuedAt     time.Time  `json:"issued_at"`
-	ExpiresAt    time.Time  `json:"expires_at"`
-	RevokedAt    *time.Time `json:"revoked_at"`
-	Via          string     `json:"via"`
-	IssuedSeq    uint64     `json:"issued_seq"`
-}
