@@ -57,6 +57,7 @@ type service struct {
 	store     *projection.Store
 	engine    *kernel.Engine
 	projector *projection.Projector
+	reaper    *kernel.Reaper
 	api       *httpapi.Server
 	http      *http.Server
 	listener  net.Listener
@@ -64,11 +65,6 @@ type service struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-
-	mu         sync.Mutex
-	lastReap   time.Time
-	reapedN    int
-	lastReapEr string
 }
 
 // startService opens every part and starts serving. Close stops it.
@@ -110,16 +106,19 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 		defer s.wg.Done()
 		s.projector.Run(runCtx)
 	}()
-	if err := s.engine.Preload(ctx, mustProjects(s.store)); err != nil {
+	projects, err := s.store.Projects()
+	if err != nil {
 		return nil, err
 	}
-	if cfg.ReapInterval > 0 {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.reap(runCtx)
-		}()
+	if err := s.engine.Preload(ctx, projects); err != nil {
+		return nil, err
 	}
+	s.reaper = kernel.NewReaper(s.engine, s.store, cfg.ReapInterval, cfg.Logger)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.reaper.Run(runCtx)
+	}()
 
 	hcfg := httpapi.DefaultConfig()
 	hcfg.AdminTokenHash = kernel.HashSecret(token)
@@ -203,70 +202,12 @@ func (s *service) Close() error {
 	return errors.Join(errs...)
 }
 
-// reap releases expired claims every interval until ctx ends.
-func (s *service) reap(ctx context.Context) {
-	t := time.NewTicker(s.cfg.ReapInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := s.engine.Preload(ctx, mustProjects(s.store)); err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Warn("reaper: load projects", "err", err)
-		}
-		n, err := s.engine.Reap(ctx)
-		s.mu.Lock()
-		s.lastReap, s.reapedN = s.cfg.Kernel.Now().UTC(), s.reapedN+n
-		s.lastReapEr = ""
-		if err != nil {
-			s.lastReapEr = err.Error()
-		}
-		s.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Warn("reaper", "err", err)
-		}
-	}
-}
-
-func mustProjects(st *projection.Store) []string {
-	ps, _ := st.Projects()
-	return ps
-}
-
-// readiness is the body of /readyz.
+// readiness is the body of /readyz: each part's own report.
 type readiness struct {
-	Status      string          `json:"status"` // "ready" or "not_ready"
-	Backend     backendReport   `json:"backend"`
-	Projections projectionState `json:"projections"`
-	Reaper      reaperReport    `json:"reaper"`
-}
-
-type backendReport struct {
-	Kind        string `json:"kind"` // "embedded" or "external"
-	URL         string `json:"url,omitempty"`
-	Server      string `json:"server_version"`
-	Stream      string `json:"stream"`
-	Expectation string `json:"expectation"` // "project" or "stream"
-	LedgerHead  uint64 `json:"ledger_head"`
-	Error       string `json:"error,omitempty"`
-}
-
-type projectionState struct {
-	AppliedSeq uint64 `json:"applied_seq"`
-	Lag        uint64 `json:"lag"`
-	Failing    bool   `json:"failing"`
-	LastError  string `json:"last_error,omitempty"`
-}
-
-type reaperReport struct {
-	Enabled       bool       `json:"enabled"`
-	Interval      string     `json:"interval"`
-	ClaimTTL      string     `json:"claim_ttl"`
-	LastRunAt     *time.Time `json:"last_run_at"`
-	ReleasedTotal int        `json:"released_total"`
-	LastError     string     `json:"last_error,omitempty"`
+	Status      string              `json:"status"` // "ready" or "not_ready"
+	Backend     ledger.Report       `json:"backend"`
+	Projections projection.Health   `json:"projections"`
+	Reaper      kernel.ReaperStatus `json:"reaper"`
 }
 
 // probeTimeout bounds the ledger look-ups of /readyz and of the diagnostics,
@@ -276,32 +217,15 @@ const probeTimeout = 2 * time.Second
 func (s *service) ready(ctx context.Context) (any, bool) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	r := readiness{Status: "ready"}
-	r.Backend = backendReport{Kind: "embedded", Server: s.nc.ConnectedServerVersion(), Stream: s.cfg.Ledger.Stream, Expectation: string(s.ledger.Mode())}
+	r := readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status()}
+	r.Backend.Kind = "embedded"
 	if s.embedded == nil {
 		r.Backend.Kind, r.Backend.URL = "external", redactURL(s.cfg.NATSURL)
 	}
-	head, err := s.ledger.Head(ctx)
-	if err != nil {
-		r.Status, r.Backend.Error = "not_ready", err.Error()
-	}
-	r.Backend.LedgerHead = head
-	st := s.projector.Status()
-	r.Projections = projectionState{AppliedSeq: st.Checkpoint, Failing: st.Failing, LastError: st.LastError}
-	if head > st.Checkpoint {
-		r.Projections.Lag = head - st.Checkpoint
-	}
-	if st.Failing {
+	r.Projections = s.projector.Health(r.Backend.LedgerHead)
+	if r.Backend.Error != "" || r.Projections.Failing {
 		r.Status = "not_ready"
 	}
-	s.mu.Lock()
-	r.Reaper = reaperReport{Enabled: s.cfg.ReapInterval > 0, Interval: s.cfg.ReapInterval.String(), ClaimTTL: s.cfg.Kernel.ClaimTTL.String(),
-		ReleasedTotal: s.reapedN, LastError: s.lastReapEr}
-	if !s.lastReap.IsZero() {
-		t := s.lastReap
-		r.Reaper.LastRunAt = &t
-	}
-	s.mu.Unlock()
 	return r, r.Status == "ready"
 }
 
@@ -309,14 +233,16 @@ func (s *service) diagnostics(ctx context.Context) []httpapi.Diagnostic {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var d []httpapi.Diagnostic
-	st := s.projector.Status()
-	if st.Failing {
-		d = append(d, httpapi.Diagnostic{Code: "projection_failing", Message: "the projector cannot follow the ledger: " + st.LastError})
+	head, err := s.ledger.Head(ctx)
+	h := s.projector.Health(head)
+	if err != nil {
+		h.Lag = 0 // unknown without the head
 	}
-	if head, err := s.ledger.Head(ctx); err != nil {
+	for _, p := range h.Problems() {
+		d = append(d, httpapi.Diagnostic{Code: p.Code, Message: p.Message})
+	}
+	if err != nil {
 		d = append(d, httpapi.Diagnostic{Code: "ledger_unreachable", Message: "the ledger head cannot be read: " + err.Error()})
-	} else if head > st.Checkpoint {
-		d = append(d, httpapi.Diagnostic{Code: "projection_lag", Message: fmt.Sprintf("projections are %d events behind the ledger (applied %d, head %d)", head-st.Checkpoint, st.Checkpoint, head)})
 	}
 	return d
 }
