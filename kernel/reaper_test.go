@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,29 +16,12 @@ type fixedProjects []string
 
 func (p fixedProjects) Projects() ([]string, error) { return p, nil }
 
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // TestReaperReleasesExpiredClaimsOfProjectsNoRequestNamed: an instance that
 // never served the project loads it from the lister and releases the claim
 // that expired; its status counts it.
 func TestReaperReleasesExpiredClaimsOfProjectsNoRequestNamed(t *testing.T) {
 	srv := natstest.Start(t)
-	clk := &testClock{now: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC) // read and moved by this goroutine only
 	engine := func() *kernel.Engine {
 		cfg := ledger.DefaultConfig()
 		cfg.Storage = ledger.MemoryStorage
@@ -48,7 +30,7 @@ func TestReaperReleasesExpiredClaimsOfProjectsNoRequestNamed(t *testing.T) {
 			t.Fatal(err)
 		}
 		kcfg := kernel.DefaultConfig()
-		kcfg.Now = clk.Now
+		kcfg.Now = func() time.Time { return now }
 		e, err := kernel.NewEngine(l, kcfg)
 		if err != nil {
 			t.Fatal(err)
@@ -64,7 +46,7 @@ func TestReaperReleasesExpiredClaimsOfProjectsNoRequestNamed(t *testing.T) {
 	if c, _, err := a.Claim(t.Context(), "p1", admin, "worker", nil); err != nil || c == nil {
 		t.Fatalf("Claim = %v, %v; want a claim", c, err)
 	}
-	clk.Advance(2 * time.Minute)
+	now = now.Add(2 * time.Minute)
 
 	r := kernel.NewReaper(engine(), fixedProjects{"p1"}, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if st := r.Status(); !st.Enabled || st.LastRunAt != nil || st.ReleasedTotal != 0 {
@@ -77,8 +59,8 @@ func TestReaperReleasesExpiredClaimsOfProjectsNoRequestNamed(t *testing.T) {
 		t.Errorf("second Once() = %d, want 0", n)
 	}
 	st := r.Status()
-	if st.ReleasedTotal != 1 || st.LastRunAt == nil || !st.LastRunAt.Equal(clk.Now()) || st.LastError != "" {
-		t.Errorf("Status() = %+v, want 1 released, last run at %s, no error", st, clk.Now())
+	if st.ReleasedTotal != 1 || st.LastRunAt == nil || !st.LastRunAt.Equal(now) || st.LastError != "" {
+		t.Errorf("Status() = %+v, want 1 released, last run at %s, no error", st, now)
 	}
 	// A disabled reaper's Run returns at once.
 	kernel.NewReaper(a, fixedProjects{"p1"}, 0, slog.Default()).Run(t.Context())
