@@ -1,7 +1,6 @@
 package projection
 
 import (
-	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -50,20 +49,9 @@ func (f *folder) flush() error {
 	return nil
 }
 
-// dataAs reads an event's data as T, whether it holds a T or a *T.
-func dataAs[T any](e kernel.Event) (T, error) {
-	switch d := e.Data.(type) {
-	case *T:
-		if d != nil {
-			return *d, nil
-		}
-	case T:
-		return d, nil
-	}
-	var zero T
-	return zero, fmt.Errorf("data of %s is %T, want %T", e.Type, e.Data, zero)
-}
-
+// fold applies one event. Its data is first made the pointer its type
+// names (kernel.TypedData), the form the kernel's state machines read; data
+// of another type is an error and fails the batch.
 func (f *folder) fold(r kernel.Recorded) error {
 	var err error
 	if r.Event, err = kernel.TypedData(r.Event); err != nil {
