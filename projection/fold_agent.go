@@ -110,7 +110,7 @@ func (r agentReader) view(project string, a *kernel.Agent) AgentView {
 		Enabled: s.Enabled, AcceptsWork: s.AcceptsWork, Drained: a.Drained, Admitting: a.Admitting(),
 		Capacity: s.Capacity, Capabilities: dedupe(s.Capabilities), Grants: dedupe(s.Grants),
 		PublicMetadata: s.PublicMetadata,
-		Provenance:     ProvenanceView{Kind: a.Provenance.Kind, ExternalRef: a.Provenance.ExternalRef, PayloadHash: a.Provenance.PayloadHash},
+		Provenance:     a.Provenance,
 		RegisteredAt:   a.RegisteredAt, UpdatedAt: a.UpdatedAt, LedgerSeq: a.Seq,
 		Presence: PresenceNever,
 	}

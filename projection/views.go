@@ -192,12 +192,9 @@ type AgentView struct {
 	LedgerSeq      uint64          `json:"ledger_seq"`
 }
 
-// ProvenanceView says where an agent's registration came from.
-type ProvenanceView struct {
-	Kind        string  `json:"kind"`
-	ExternalRef string  `json:"external_ref"`
-	PayloadHash *string `json:"payload_hash"`
-}
+// ProvenanceView says where an agent's registration came from: the
+// kernel's Provenance, shown as it is.
+type ProvenanceView = kernel.Provenance
 
 // AgentFilter selects agents. Empty fields do not filter.
 type AgentFilter struct {
