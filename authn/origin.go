@@ -10,8 +10,9 @@ import (
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 )
 
-// origin is a web origin: scheme, host and port, all lower case, the port
-// made explicit (80 for http, 443 for https).
+// origin is a web origin: scheme, host (both lower case) and port as
+// written. A default port is not filled in: browsers leave it out, and
+// "https://a.test" and "https://a.test:443" are different entries to match.
 type origin struct{ scheme, host, port string }
 
 // parseOrigin reads an Origin header or a CORS_ALLOWED_ORIGINS entry: a
@@ -22,16 +23,7 @@ func parseOrigin(s string) (origin, bool) {
 	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
 		return origin{}, false
 	}
-	o := origin{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Hostname()), port: u.Port()}
-	if o.port == "" {
-		switch o.scheme {
-		case "http":
-			o.port = "80"
-		case "https":
-			o.port = "443"
-		}
-	}
-	return o, true
+	return origin{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Hostname()), port: u.Port()}, true
 }
 
 // wsOriginAllowed is the websocket's Origin check, made before anything

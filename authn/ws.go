@@ -70,8 +70,8 @@ type sessionMessage struct {
 // one thing and a ticket is spent only by a dial that will be upgraded:
 // the Origin (403); the one credential, a ticket only looked up (401, 403,
 // 503); the other query parameters (400); the handshake itself (426, 400);
-// the bus (503); then the ticket is taken (401 for the loser of a race),
-// the session subscribed and the connection upgraded.
+// the bus (503); the session is subscribed; then the ticket is taken (401
+// for the loser of a race) and the connection upgraded.
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	if !s.wsOriginAllowed(r) {
 		s.fail(w, errf(KindForbidden, "the Origin of this websocket request is not allowed (scheme, host and port must match an entry of CORS_ALLOWED_ORIGINS)"))
@@ -101,11 +101,14 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 		s.fail(w, errf(KindUnavailable, "the message bus is unavailable"))
 		return
 	}
-	if ticket != "" {
+	if ticket != "" && p.TenantID == "" {
+		// The store could not look the ticket up without taking it: take
+		// it now, to learn whose it is.
 		if p, err = s.auth.spendTicket(r.Context(), ticket); err != nil {
 			s.fail(w, err)
 			return
 		}
+		ticket = ""
 	}
 	subject, err := SessionSubject(p.TenantID, sid)
 	if err != nil {
@@ -129,6 +132,13 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 		return
 	}
 	defer unsub()
+	if ticket != "" {
+		// Last: every other check has passed. The loser of a race is 401.
+		if _, err := s.auth.spendTicket(r.Context(), ticket); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
 	// The Origin was checked first, by wsOriginAllowed.
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
