@@ -387,3 +387,16 @@ func (s *Store) Tenants(ctx context.Context) ([]authn.Tenant, error) {
 
 // View calls fn with the path of the database file.
 func (s *Store) View(fn func(path string)) { fn(s.db.Path()) }
+
+// PeekTicket returns the ticket under hash without taking it, or
+// authn.ErrNotFound. The websocket route looks a ticket up with it first
+// and takes it (TakeTicket) only once the dial has passed every other check.
+func (s *Store) PeekTicket(ctx context.Context, hash [32]byte) (authn.Ticket, error) {
+	var t authn.Ticket
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		t, err = get[authn.Ticket](tx.Bucket(bTickets), hash[:])
+		return err
+	})
+	return t, err
+}
