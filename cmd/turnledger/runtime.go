@@ -152,7 +152,12 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	handler, err := withWebClient(srv, cfg, logf)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "turnledger runtime: listening on http://%s (AUTH_MODE=%s, APP_ENV=%s, database %s)\n", ln.Addr(), cfg.Mode, cfg.AppEnv, db)
 
 	errc := make(chan error, 1)
