@@ -111,11 +111,18 @@ func Start(t testing.TB, o Options) *Browser {
 		t.Fatalf("browsertest: start %s: %v", bin, err)
 	}
 	err = chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
-			b.mu.Lock()
-			b.requests = append(b.requests, e.Request.Method+" "+e.Request.URL)
-			b.mu.Unlock()
+		var r string
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			r = e.Request.Method + " " + e.Request.URL
+		case *network.EventWebSocketCreated:
+			r = "WS " + e.URL
+		default:
+			return
 		}
+		b.mu.Lock()
+		b.requests = append(b.requests, r)
+		b.mu.Unlock()
 	})
 	if err != nil {
 		t.Fatalf("browsertest: listen: %v", err)
@@ -202,7 +209,8 @@ func (b *Browser) Screenshot(t testing.TB, name string) string {
 	return path
 }
 
-// Requests returns every request the page has made so far, as "METHOD URL".
+// Requests returns every request the page has made so far, as "METHOD URL",
+// websockets as "WS URL".
 func (b *Browser) Requests() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()

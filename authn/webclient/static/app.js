@@ -144,10 +144,10 @@
             live.socket.send(JSON.stringify({ text: msgInput.value }));
             msgInput.value = "";
           }
-        } }, msgInput, el("button", { type: "submit" }, "Send"))),
+        } }, msgInput, el("button", { id: "send", type: "submit" }, "Send"))),
       el("section", {}, el("h2", {}, "Provider profiles"),
         el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Provider"), el("th", {}, "Model"), el("th", {}, "Base URL"), el("th", {}, "API key"), el("th", {}))), profiles),
-        el("form", { id: "profile-form", onsubmit: saveProfile }, f.provider, f.model, f.base_url, f.api_key, el("button", { type: "submit" }, "Save")),
+        el("form", { id: "profile-form", onsubmit: saveProfile }, f.provider, f.model, f.base_url, f.api_key, el("button", { id: "profile-save", type: "submit" }, "Save")),
         profileError));
 
     function showIdentity(me) {
@@ -157,7 +157,7 @@
     function showProfiles(list) {
       profiles.replaceChildren(...(list.profiles || list || []).map((p) => el("tr", { "data-provider": p.provider },
         el("td", {}, p.provider), el("td", {}, p.model || ""), el("td", {}, p.base_url || ""),
-        el("td", { class: "key" }, p.has_api_key ? "••••" + (p.api_key_hint || "") : "none"),
+        el("td", { class: "key" }, p.has_api_key ? "••••" + (p.api_key_hint || "").replace(/^…/, "") : "none"),
         el("td", {}, el("button", { onclick: () => removeProfile(p.provider) }, "Delete")))));
     }
     async function refreshProfiles() {
