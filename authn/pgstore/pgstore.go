@@ -134,7 +134,10 @@ func (s *Store) TenantByClaim(ctx context.Context, claim string) (authn.Tenant, 
 
 // TenantByID implements authn.Store.
 func (s *Store) TenantByID(ctx context.Context, id string) (authn.Tenant, error) {
-	return scanTenant(s.db.QueryRowContext(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id::text = $1`, id))
+	if !authn.IsUUID(id) {
+		return authn.Tenant{}, authn.ErrNotFound
+	}
+	return scanTenant(s.db.QueryRowContext(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1::uuid`, id))
 }
 
 // UpsertUser implements authn.Store. A user is keyed by its tenant and
@@ -142,7 +145,7 @@ func (s *Store) TenantByID(ctx context.Context, id string) (authn.Tenant, error)
 // change nothing and are answered by one read.
 func (s *Store) UpsertUser(ctx context.Context, tenantID string, id authn.Identity, now time.Time) (string, error) {
 	var uid, email, name string
-	err := s.db.QueryRowContext(ctx, `SELECT id::text, email, name FROM users WHERE tenant_id::text = $1 AND user_claim = $2`, tenantID, id.UserClaim).Scan(&uid, &email, &name)
+	err := s.db.QueryRowContext(ctx, `SELECT id::text, email, name FROM users WHERE tenant_id = $1::uuid AND user_claim = $2`, tenantID, id.UserClaim).Scan(&uid, &email, &name)
 	switch {
 	case err == nil && email == id.Email && name == id.Name:
 		return uid, nil
@@ -215,8 +218,11 @@ func (s *Store) TakeTicket(ctx context.Context, hash [32]byte) (authn.Ticket, er
 }
 
 // asUser runs fn in a transaction whose row-level security context is the
-// tenant and user.
+// tenant and user. Ids that are not UUIDs have no rows.
 func (s *Store) asUser(ctx context.Context, tenantID, userID string, fn func(tx *sql.Tx) error) error {
+	if !authn.IsUUID(tenantID) || !authn.IsUUID(userID) {
+		return authn.ErrNotFound
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -248,9 +254,12 @@ func scanProfile(r scanner) (authn.Profile, error) {
 
 // Profiles implements authn.Store.
 func (s *Store) Profiles(ctx context.Context, tenantID, userID string) ([]authn.Profile, error) {
+	if !authn.IsUUID(tenantID) || !authn.IsUUID(userID) {
+		return nil, nil
+	}
 	var out []authn.Profile
 	err := s.asUser(ctx, tenantID, userID, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+profileColumns+` FROM provider_profiles WHERE tenant_id::text = $1 AND user_id::text = $2 ORDER BY provider`, tenantID, userID)
+		rows, err := tx.QueryContext(ctx, `SELECT `+profileColumns+` FROM provider_profiles WHERE tenant_id = $1::uuid AND user_id = $2::uuid ORDER BY provider`, tenantID, userID)
 		if err != nil {
 			return err
 		}
@@ -272,7 +281,7 @@ func (s *Store) Profile(ctx context.Context, tenantID, userID, provider string) 
 	var p authn.Profile
 	err := s.asUser(ctx, tenantID, userID, func(tx *sql.Tx) error {
 		var err error
-		p, err = scanProfile(tx.QueryRowContext(ctx, `SELECT `+profileColumns+` FROM provider_profiles WHERE tenant_id::text = $1 AND user_id::text = $2 AND provider = $3`, tenantID, userID, provider))
+		p, err = scanProfile(tx.QueryRowContext(ctx, `SELECT `+profileColumns+` FROM provider_profiles WHERE tenant_id = $1::uuid AND user_id = $2::uuid AND provider = $3`, tenantID, userID, provider))
 		return err
 	})
 	return p, err
@@ -293,7 +302,7 @@ func (s *Store) PutProfile(ctx context.Context, tenantID, userID string, p authn
 // DeleteProfile implements authn.Store.
 func (s *Store) DeleteProfile(ctx context.Context, tenantID, userID, provider string) error {
 	return s.asUser(ctx, tenantID, userID, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM provider_profiles WHERE tenant_id::text = $1 AND user_id::text = $2 AND provider = $3`, tenantID, userID, provider)
+		res, err := tx.ExecContext(ctx, `DELETE FROM provider_profiles WHERE tenant_id = $1::uuid AND user_id = $2::uuid AND provider = $3`, tenantID, userID, provider)
 		if err != nil {
 			return err
 		}

@@ -263,6 +263,13 @@ func testProfiles(t *testing.T, s Store) {
 			t.Errorf("DeleteProfile(%s) error = %v, want ErrNotFound", fmt.Sprint(c), err)
 		}
 	}
+	// Ids that no admission could produce hold nothing.
+	if _, err := s.Profile(ctx, "t1", "u1", "openai"); !errors.Is(err, authn.ErrNotFound) {
+		t.Errorf("Profile(not uuids) error = %v, want ErrNotFound", err)
+	}
+	if got, err := s.Profiles(ctx, "t1", "u1"); err != nil || len(got) != 0 {
+		t.Errorf("Profiles(not uuids) = %v, %v, want none", got, err)
+	}
 	// An update replaces the record, a removed key included.
 	pb2 := pb
 	pb2.APIKeyCiphertext, pb2.APIKeyHint, pb2.UpdatedAt = nil, "", t0.Add(time.Minute)
