@@ -88,6 +88,10 @@ func TestWebClientInChromium(t *testing.T) {
 	if got := b.Location(t); got != base+"/app/workspace" {
 		t.Errorf("after sign-up the page is %s, want %s/app/workspace", got, base)
 	}
+	firstUser := b.Text(t, `#identity dd[data-field="User id"]`)
+	if len(firstUser) != 36 {
+		t.Errorf("user id shown = %q, want a UUID", firstUser)
+	}
 	identity := b.Text(t, "#identity")
 	for _, want := range []string{"ada@example.com", "Ada Lovelace", "default"} {
 		if !strings.Contains(identity, want) {
@@ -159,6 +163,17 @@ func TestWebClientInChromium(t *testing.T) {
 	}
 	if after := apiRequests(b.Requests()[before:]); len(after) != 0 {
 		t.Errorf("requests to the API after sign-out: %v", after)
+	}
+
+	// Signing in again (not up) is the same user, with the profile kept.
+	userID := func() string { return b.Text(t, `#identity dd[data-field="User id"]`) }
+	b.Click(t, "#sign-in")
+	b.WaitVisible(t, "#email")
+	b.Do(t, chromedp.SendKeys(chromedp.CSS("#email"), "ada@example.com"), chromedp.Click(chromedp.CSS("#submit")))
+	b.WaitVisible(t, "#ws-state.state-connected")
+	b.WaitVisible(t, `#profiles tr[data-provider="openai"]`)
+	if got := userID(); got != firstUser {
+		t.Errorf("user id after signing in again = %s, want %s", got, firstUser)
 	}
 }
 
