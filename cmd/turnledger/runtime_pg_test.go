@@ -7,8 +7,11 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,10 +19,70 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/turnledger/turnledger/authn/authntest"
 	"github.com/turnledger/turnledger/authn/pgstore/pgstoretest"
+	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// envChildMain makes the test binary run Main on its arguments instead of
+// the tests: rtProcess starts runtimes as processes of their own this way,
+// without building the binary.
+const envChildMain = "TURNLEDGER_TEST_CHILD_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envChildMain) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(pgtest.Main(m))
+}
+
+// rtProcess runs `turnledger runtime args...` as a separate process with env
+// added to the environment, stopped with SIGTERM when the test ends, and
+// returns its base URL and its stderr.
+func rtProcess(t *testing.T, args []string, env map[string]string) (string, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"runtime"}, args...)...)
+	cmd.Env = append(os.Environ(), envChildMain+"=1")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("runtime process: %v; stderr %s", err, stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("runtime process did not stop on SIGTERM")
+		}
+	})
+	var base string
+	checkfor.Until(t, 20*time.Second, "the runtime process to listen", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("runtime process stopped: %v; stderr %s", err, stderr.String())
+		default:
+		}
+		if m := listenLine.FindStringSubmatch(stdout.String()); m != nil {
+			base = m[1]
+			return true
+		}
+		return false
+	})
+	return base, &stderr
+}
 
 // tenantsRun runs `turnledger tenants` and returns its exit status and output.
 func tenantsRun(t *testing.T, env map[string]string, args ...string) (int, string) {
@@ -92,10 +155,11 @@ func TestRuntimeMigrateCommand(t *testing.T) {
 	}
 }
 
-// TestRuntimesOnPostgres: two runtimes share one PostgreSQL database (the
-// first migrates through DATABASE_ADMIN_URL); `tenants` administers it while
-// they run; and of two dials racing with one ticket, one on each runtime,
-// exactly one connects and the other gets 401, as with the bbolt store.
+// TestRuntimesOnPostgres: two runtime processes share one PostgreSQL
+// database (the first migrates through DATABASE_ADMIN_URL); `tenants`
+// administers it while they run; and of dials racing with one ticket on both
+// processes, exactly one connects and the others get 401, as with the bbolt
+// store.
 func TestRuntimesOnPostgres(t *testing.T) {
 	db := pgstoretest.NewUnmigrated(t)
 	jwks := authntest.NewJWKS(t)
@@ -115,12 +179,12 @@ func TestRuntimesOnPostgres(t *testing.T) {
 	for k, v := range env {
 		envA[k] = v
 	}
-	baseA, logsA := rtStartLogs(t, []string{"--addr", "127.0.0.1:0"}, envA)
+	baseA, logsA := rtProcess(t, []string{"--addr", "127.0.0.1:0"}, envA)
 	m := embeddedLine.FindStringSubmatch(logsA.String())
 	if m == nil {
 		t.Fatalf("runtime A did not print its embedded NATS URL: %q", logsA.String())
 	}
-	baseB := rtStart(t, []string{"--addr", "127.0.0.1:0", "--nats-url", m[1]}, env)
+	baseB, _ := rtProcess(t, []string{"--addr", "127.0.0.1:0", "--nats-url", m[1]}, env)
 
 	now := time.Now()
 	tok := authntest.Sign(t, jwt.SigningMethodEdDSA, key, "k1", jwt.MapClaims{
@@ -148,12 +212,13 @@ func TestRuntimesOnPostgres(t *testing.T) {
 		}
 		return tr.Ticket
 	}
-	for round := range 5 {
+	for round := range 10 {
 		tk := ticket()
 		var wg sync.WaitGroup
-		statuses := make([]int, 2)
+		bases := []string{baseA, baseB, baseA, baseB, baseA, baseB}
+		statuses := make([]int, len(bases))
 		start := make(chan struct{})
-		for i, base := range []string{baseA, baseB} {
+		for i, base := range bases {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -171,8 +236,17 @@ func TestRuntimesOnPostgres(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		if !(statuses[0] == 101 && statuses[1] == 401) && !(statuses[0] == 401 && statuses[1] == 101) {
-			t.Errorf("round %d: dials on runtimes A and B with one ticket = %v, want one 101 and one 401", round, statuses)
+		won, lost := 0, 0
+		for _, st := range statuses {
+			switch st {
+			case http.StatusSwitchingProtocols:
+				won++
+			case http.StatusUnauthorized:
+				lost++
+			}
+		}
+		if won != 1 || lost != len(bases)-1 {
+			t.Errorf("round %d: dials on runtimes A, B, A, B, A, B with one ticket = %v, want one 101 and the rest 401", round, statuses)
 		}
 	}
 
