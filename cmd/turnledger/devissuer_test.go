@@ -1,17 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/turnledger/turnledger/internal/checkfor"
 )
 
 func TestDevIssuerRefusesOutsideLocal(t *testing.T) {
@@ -27,37 +22,11 @@ func TestDevIssuerRefusesOutsideLocal(t *testing.T) {
 	}
 }
 
-var issuerLine = regexp.MustCompile(`dev-issuer: listening on (http://\S+)`)
-
-// startDevIssuer runs `turnledger runtime dev-issuer` until the test ends.
+// startDevIssuer runs `turnledger runtime dev-issuer` until the test ends
+// (its "listening on" line is the runtime's).
 func startDevIssuer(t *testing.T, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- runtimeMain(ctx, append([]string{"dev-issuer", "--addr", "127.0.0.1:0"}, args...), rtEnv(map[string]string{"APP_ENV": "local"}), &stdout, &stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("dev-issuer returned %v", err)
-		}
-	})
-	var base string
-	checkfor.Until(t, 10*time.Second, "the dev-issuer to listen", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("dev-issuer stopped: %v; %s", err, stderr.String())
-		default:
-		}
-		if m := issuerLine.FindStringSubmatch(stdout.String()); m != nil {
-			base = m[1]
-			return true
-		}
-		return false
-	})
-	return base
+	return rtStart(t, append([]string{"dev-issuer", "--addr", "127.0.0.1:0"}, args...), map[string]string{"APP_ENV": "local"})
 }
 
 // TestDevIssuerWithRuntime: hosted mode end to end on loopback. The runtime
