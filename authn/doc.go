@@ -3,7 +3,8 @@
 // use websocket tickets, the execution websocket with its NATS fan-out, and
 // hosted provider profiles. Server serves the routes; cmd/turnledger's
 // `runtime` subcommand reads the environment into a Config and wires a
-// boltstore.Store and a natsbus.Bus into it.
+// boltstore.Store (or a pgstore.Store for postgres:// URLs) and a natsbus.Bus
+// into it, and serves the webclient under /app/ beside it.
 //
 // # Decisions where the spec says "not shown"
 //
