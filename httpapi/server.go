@@ -86,6 +86,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	router *verbRouter
+	push   *push // long polls and event streams (longpoll.go, sse.go)
 }
 
 // New returns the API server.
@@ -93,7 +94,7 @@ func New(engine *kernel.Engine, store *projection.Store, cfg Config) (*Server, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{engine: engine, store: store, cfg: cfg, log: cfg.Logger}
+	s := &Server{engine: engine, store: store, cfg: cfg, log: cfg.Logger, push: newPush()}
 	s.router = newVerbRouter(http.HandlerFunc(s.notFound), http.HandlerFunc(s.methodNotAllowed), s.panicked)
 	s.routes()
 	return s, nil

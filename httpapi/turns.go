@@ -182,6 +182,10 @@ func (s *Server) claim(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
+	wait, err := s.claimWait(c)
+	if err != nil {
+		return err
+	}
 	var b claimBody
 	if err := s.decode(c, &b, false); err != nil {
 		return err
@@ -189,7 +193,9 @@ func (s *Server) claim(w http.ResponseWriter, c *call) error {
 	if b.Agent == nil {
 		return kernel.Errorf(kernel.Validation, "agent is required")
 	}
-	res, seq, err := s.engine.Claim(c.ctx, c.project, c.common(b.Meta, b.Trace), agent, b.Agent)
+	res, seq, err := s.claimWaiting(w, c, agent, wait, func() (*kernel.ClaimResult, uint64, error) {
+		return s.engine.Claim(c.ctx, c.project, c.common(b.Meta, b.Trace), agent, b.Agent)
+	})
 	if err != nil {
 		return err
 	}

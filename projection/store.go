@@ -86,6 +86,8 @@ type Store struct {
 	checkpoint uint64
 	changed    chan struct{} // closed and replaced on every checkpoint advance
 	closed     bool
+
+	notes notifier // the watches of long polls and push feeds (notify.go)
 }
 
 // Open opens (creating when missing) the projection file at path.
@@ -133,6 +135,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	close(s.changed)
 	s.mu.Unlock()
+	s.notes.close()
 	return s.db.Close()
 }
 
@@ -219,6 +222,7 @@ func (s *Store) Apply(batch []kernel.Recorded) error {
 		s.changed = make(chan struct{})
 	}
 	s.mu.Unlock()
+	s.notes.raise(s.db, batch)
 	return nil
 }
 

@@ -134,6 +134,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	s.http = &http.Server{Handler: s.api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	s.http.RegisterOnShutdown(s.api.StopWaiting) // long polls and event streams end, so Shutdown does not wait for them
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
