@@ -34,6 +34,9 @@ type Config struct {
 	Ready func(ctx context.Context) (any, bool)
 	// Diagnostics reports trouble (lag, failures) to show on projection pages.
 	Diagnostics func(ctx context.Context) []Diagnostic
+	// Push configures long polls and event streams (sse.go); a zero field
+	// takes its default.
+	Push PushConfig
 	// Now is the clock of derived statuses (presence, credential expiry).
 	Now    func() time.Time
 	Logger *slog.Logger

@@ -122,6 +122,11 @@ func (s *Server) turnFeed(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
+	if wantsStream(c.r) {
+		return s.streamFeed(w, c, after, limit, func(a uint64, n int) (projection.FeedPage, error) {
+			return s.store.TurnFeed(c.project, id, a, n)
+		}, func(c *call) error { _, err := s.readableTurn(c); return err })
+	}
 	fp, err := s.store.TurnFeed(c.project, id, after, limit)
 	if err != nil {
 		return err
@@ -423,6 +428,11 @@ func (s *Server) projectFeed(w http.ResponseWriter, c *call) error {
 	}
 	if err := s.authorizeRead(c, kernel.ReadProjectWide, ""); err != nil {
 		return err
+	}
+	if wantsStream(c.r) {
+		return s.streamFeed(w, c, after, limit, func(a uint64, n int) (projection.FeedPage, error) {
+			return s.store.ProjectFeed(c.project, a, n)
+		}, func(c *call) error { return s.authorizeRead(c, kernel.ReadProjectWide, "") })
 	}
 	fp, err := s.store.ProjectFeed(c.project, after, limit)
 	if err != nil {
