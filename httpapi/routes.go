@@ -13,6 +13,8 @@ func (s *Server) routes() {
 
 	r.Handle(http.MethodGet, "/healthz", s.public(s.healthz))
 	r.Handle(http.MethodGet, "/readyz", s.public(s.readyz))
+	r.Handle(http.MethodGet, "/openapi.json", s.public(s.openapi))
+	r.Handle(http.MethodGet, "/metrics", s.public(s.metrics))
 
 	// Admin surface.
 	r.Handle(http.MethodPost, "/admin/v1/projects/:project_id/agent-credential-tokens:request", s.admin(s.requestCredentialTokens))

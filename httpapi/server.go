@@ -37,6 +37,8 @@ type Config struct {
 	// Push configures long polls and event streams (sse.go); a zero field
 	// takes its default.
 	Push PushConfig
+	// Metrics: the /metrics handler and the request observer (metrics.go).
+	Metrics MetricsConfig
 	// Now is the clock of derived statuses (presence, credential expiry).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -99,6 +101,7 @@ func New(engine *kernel.Engine, store *projection.Store, cfg Config) (*Server, e
 	}
 	s := &Server{engine: engine, store: store, cfg: cfg, log: cfg.Logger, push: newPush()}
 	s.router = newVerbRouter(http.HandlerFunc(s.notFound), http.HandlerFunc(s.methodNotAllowed), s.panicked)
+	s.router.wrap = s.observed
 	s.routes()
 	return s, nil
 }
