@@ -49,8 +49,10 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 // $ref resolved.
 func TestOpenAPIDocument(t *testing.T) {
 	var doc struct {
-		OpenAPI    string                                           `json:"openapi"`
-		Paths      map[string]map[string]struct{ OperationID string `json:"operationId"` } `json:"paths"`
+		OpenAPI string `json:"openapi"`
+		Paths   map[string]map[string]struct {
+			OperationID string `json:"operationId"`
+		} `json:"paths"`
 		Components struct {
 			Schemas map[string]json.RawMessage `json:"schemas"`
 		} `json:"components"`
