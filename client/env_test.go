@@ -2,30 +2,20 @@ package client_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/httpapi"
-	"github.com/turnledger/turnledger/internal/natstest"
-	"github.com/turnledger/turnledger/kernel"
-	"github.com/turnledger/turnledger/ledger"
-	"github.com/turnledger/turnledger/projection"
+	"github.com/turnledger/turnledger/internal/stacktest"
 )
 
 // The tests run the client against the real server parts, wired as `serve`
-// wires them: an embedded nats-server with JetStream, the ledger, the
-// engine, a bbolt projection folded by a projector and the HTTP API on a
-// loopback port. (cmd/turnledger's tests also run it against the binary's
-// serve.)
+// wires them (internal/stacktest); cmd/turnledger's tests also run it
+// against the binary's serve.
 
-const adminToken = "client-test-admin-token"
+const adminToken = stacktest.AdminToken
 
 type server struct {
 	url string
@@ -34,51 +24,8 @@ type server struct {
 
 func startServer(t *testing.T, claimTTL time.Duration) *server {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc := natstest.ConnectURL(t, srv.ClientURL())
-	lcfg := ledger.DefaultConfig()
-	lcfg.Storage = ledger.MemoryStorage
-	l, err := ledger.Open(context.Background(), nc, lcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg := projection.DefaultConfig()
-	pcfg.NoSync = true
-	store, err := projection.Open(filepath.Join(t.TempDir(), "projections.db"), pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kcfg := kernel.DefaultConfig()
-	if claimTTL > 0 {
-		kcfg.ClaimTTL = claimTTL
-	}
-	engine, err := kernel.NewEngine(l, kcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		projection.NewProjector(store, l).Run(ctx)
-	}()
-	hcfg := httpapi.DefaultConfig()
-	hcfg.AdminTokenHash = kernel.HashSecret(adminToken)
-	hcfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	api, err := httpapi.New(engine, store, hcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(api)
-	t.Cleanup(func() {
-		api.StopWaiting()
-		hs.Close()
-		cancel()
-		wg.Wait()
-		store.Close()
-	})
-	return &server{url: hs.URL, api: api}
+	st := stacktest.Start(t, stacktest.Config{ClaimTTL: claimTTL})
+	return &server{url: st.URL, api: st.API}
 }
 
 func (s *server) admin(t *testing.T) *client.Client {
