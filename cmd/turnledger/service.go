@@ -26,14 +26,15 @@ import (
 // serviceConfig is everything `serve` needs, read from flags and the
 // environment by serve.go.
 type serviceConfig struct {
-	Addr         string        // listen address of the API
-	DataDir      string        // projections, the admin token, and the embedded NATS store
-	NATSURL      string        // an existing NATS server; empty starts the embedded one
-	AdminToken   string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
-	ReapInterval time.Duration // 0 turns the background reaper off
-	Kernel       kernel.Config
-	Ledger       ledger.Config
-	Logger       *slog.Logger
+	Addr          string        // listen address of the API
+	DataDir       string        // projections, the admin token, and the embedded NATS store
+	NATSURL       string        // an existing NATS server; empty starts the embedded one
+	AdminToken    string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
+	ReapInterval  time.Duration // 0 turns the background reaper off
+	MetricsPublic bool          // serve /metrics to any client, not only loopback ones
+	Kernel        kernel.Config
+	Ledger        ledger.Config
+	Logger        *slog.Logger
 }
 
 func defaultServiceConfig() serviceConfig {
@@ -60,7 +61,8 @@ type service struct {
 	api       *httpapi.Server
 	http      *http.Server
 	listener  net.Listener
-	tokenPath string // where the admin token is kept, when it came from a file
+	tokenPath string   // where the admin token is kept, when it came from a file
+	metrics   *metrics // the one Prometheus registry (metrics.go)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -99,7 +101,8 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	} else if cp := s.store.Checkpoint(); cp > head {
 		return nil, fmt.Errorf("the projections in %s are at ledger_seq %d but the ledger ends at %d: the ledger is not the one they were folded from (its NATS data was lost or replaced); run `turnledger replay` to rebuild them from this ledger", cfg.DataDir, cp, head)
 	}
-	if s.engine, err = kernel.NewEngine(s.ledger, cfg.Kernel); err != nil {
+	s.metrics = newMetrics()
+	if s.engine, err = kernel.NewEngine(timedLedger{s.ledger, s.metrics.appends}, cfg.Kernel); err != nil {
 		return nil, err
 	}
 	s.projector = projection.NewProjector(s.store, s.ledger)
@@ -127,9 +130,11 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	hcfg.Diagnostics = s.diagnostics
 	hcfg.Now = cfg.Kernel.Now
 	hcfg.Logger = cfg.Logger
+	hcfg.Metrics = httpapi.MetricsConfig{Handler: s.metrics.handler(), FromAnywhere: cfg.MetricsPublic, Observer: s.metrics}
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
 	}
+	s.metrics.watch(s)
 	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
