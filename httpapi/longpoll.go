@@ -78,14 +78,22 @@ func (s *Server) claimWaiting(w http.ResponseWriter, c *call, agent string, wait
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	s.push.longPolls.Add(1)
-	defer s.push.longPolls.Add(-1)
+	counted := false // counted as waiting once the first attempt found nothing
+	defer func() {
+		if counted {
+			s.push.longPolls.Add(-1)
+		}
+	}()
 	for {
 		changed, stop := s.store.WatchAgent(c.project, agent)
 		res, seq, err := claim()
 		if err != nil || res != nil {
 			stop()
 			return res, seq, err
+		}
+		if !counted {
+			counted = true
+			s.push.longPolls.Add(1)
 		}
 		select {
 		case <-changed:

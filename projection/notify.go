@@ -101,6 +101,7 @@ func (n *notifier) raise(db *bolt.DB, batch []kernel.Recorded) {
 
 	keys := map[string]bool{}
 	var turns [][2]string
+	seen := map[[2]string]bool{}
 	for _, r := range batch {
 		e := r.Event
 		keys[projectWatchKey(e.ProjectID)] = true
@@ -111,7 +112,10 @@ func (n *notifier) raise(db *bolt.DB, batch []kernel.Recorded) {
 		case kernel.AggAgent:
 			keys[agentWatchKey(e.ProjectID, e.ID)] = true
 		case kernel.AggTurn:
-			turns = append(turns, [2]string{e.ProjectID, e.ID})
+			if t := [2]string{e.ProjectID, e.ID}; !seen[t] {
+				seen[t] = true
+				turns = append(turns, t)
+			}
 		}
 	}
 	if len(turns) > 0 {
