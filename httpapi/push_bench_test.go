@@ -73,7 +73,7 @@ func idleLongPolls(b *testing.B, waiters int) {
 	runtime.GC() // the setup's garbage is not the waiters' cost
 	before, start := cpu(), time.Now()
 	time.Sleep(2 * time.Second) // measuring idleness: nothing to wait for
-	idle := float64((cpu()-before).Microseconds()) / 1000 / time.Since(start).Seconds()
+	idle := float64((cpu() - before).Microseconds()) / 1000 / time.Since(start).Seconds()
 	b.ResetTimer()
 	for b.Loop() {
 		e.must(agents[0], "POST", "/v3r1/projects/p/management/agents/a0:heartbeat-presence", nil, 200)
