@@ -81,6 +81,14 @@ func operationID(method, pattern string) string {
 	return strings.ToLower(method) + " " + p
 }
 
+// registrar registers routes on the router, each handler wrapped for the
+// Observer.
+type registrar struct{ s *Server }
+
+func (r registrar) Handle(method, pattern string, h httprouter.Handle) {
+	r.s.router.Handle(method, pattern, r.s.observed(method, pattern, h))
+}
+
 // observed wraps a handler so the Observer sees its requests.
 func (s *Server) observed(method, pattern string, h httprouter.Handle) httprouter.Handle {
 	obs := s.cfg.Metrics.Observer

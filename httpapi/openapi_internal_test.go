@@ -21,9 +21,8 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	var routes []string
-	for _, p := range s.router.patterns {
-		method, pattern, _ := strings.Cut(p, " ")
-		routes = append(routes, method+" "+openAPIPath(pattern))
+	for _, rt := range s.router.routes {
+		routes = append(routes, rt.method+" "+openAPIPath(rt.pattern))
 	}
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`

@@ -19,10 +19,11 @@ type verbRouter struct {
 	notFound http.Handler
 	notAllow http.Handler
 	panics   func(http.ResponseWriter, *http.Request, any)
-	patterns []string // "METHOD pattern" of every route, in order (for the OpenAPI check)
-	// wrap, when set, wraps every handler as it is registered (metrics).
-	wrap func(method, pattern string, h httprouter.Handle) httprouter.Handle
+	routes   []route // every registered route, in order: what docs/api.md is checked against
 }
+
+// route is one registered method and pattern.
+type route struct{ method, pattern string }
 
 func newVerbRouter(notFound, notAllowed http.Handler, panics func(http.ResponseWriter, *http.Request, any)) *verbRouter {
 	return &verbRouter{trees: map[string]*httprouter.Router{}, notFound: notFound, notAllow: notAllowed, panics: panics}
@@ -56,10 +57,7 @@ func splitPatternVerb(pattern string) (string, string) {
 // Handle registers h for method and a pattern in httprouter syntax, with an
 // optional ":verb" at the end of the last segment.
 func (v *verbRouter) Handle(method, pattern string, h httprouter.Handle) {
-	v.patterns = append(v.patterns, method+" "+pattern)
-	if v.wrap != nil {
-		h = v.wrap(method, pattern, h)
-	}
+	v.routes = append(v.routes, route{method, pattern})
 	path, verb := splitPatternVerb(pattern)
 	t := v.trees[verb]
 	if t == nil {

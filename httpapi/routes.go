@@ -8,7 +8,7 @@ import (
 
 // routes registers every route of the coordination API.
 func (s *Server) routes() {
-	r := s.router
+	r := registrar{s} // s.router, with each handler observed (metrics.go)
 	const p = "/v3r1/projects/:project_id"
 
 	r.Handle(http.MethodGet, "/healthz", s.public(s.healthz))

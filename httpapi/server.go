@@ -29,16 +29,16 @@ type Config struct {
 	// WaitTimeout bounds how long a command waits for the projections to
 	// reach its ledger_seq before it answers 503.
 	WaitTimeout time.Duration
-	// Ready reports readiness for /readyz: a JSON-able report and whether the
-	// service is ready.
-	Ready func(ctx context.Context) (any, bool)
-	// Diagnostics reports trouble (lag, failures) to show on projection pages.
-	Diagnostics func(ctx context.Context) []Diagnostic
 	// Push configures long polls and event streams (sse.go); a zero field
 	// takes its default.
 	Push PushConfig
 	// Metrics: the /metrics handler and the request observer (metrics.go).
 	Metrics MetricsConfig
+	// Ready reports readiness for /readyz: a JSON-able report and whether the
+	// service is ready.
+	Ready func(ctx context.Context) (any, bool)
+	// Diagnostics reports trouble (lag, failures) to show on projection pages.
+	Diagnostics func(ctx context.Context) []Diagnostic
 	// Now is the clock of derived statuses (presence, credential expiry).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -90,8 +90,8 @@ type Server struct {
 	store  *projection.Store
 	cfg    Config
 	log    *slog.Logger
-	router *verbRouter
 	push   *push // long polls and event streams (longpoll.go, sse.go)
+	router *verbRouter
 }
 
 // New returns the API server.
@@ -99,9 +99,9 @@ func New(engine *kernel.Engine, store *projection.Store, cfg Config) (*Server, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{engine: engine, store: store, cfg: cfg, log: cfg.Logger, push: newPush()}
+	s := &Server{engine: engine, store: store, cfg: cfg, log: cfg.Logger}
 	s.router = newVerbRouter(http.HandlerFunc(s.notFound), http.HandlerFunc(s.methodNotAllowed), s.panicked)
-	s.router.wrap = s.observed
+	s.push = newPush()
 	s.routes()
 	return s, nil
 }

@@ -1,10 +1,7 @@
 package projection
 
 import (
-	"encoding/json"
 	"sync"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/turnledger/turnledger/kernel"
 )
@@ -88,9 +85,10 @@ func (n *notifier) drop(k string, w *watch) {
 }
 
 // raise closes the channels of every key a committed batch changed. Turn
-// events are mapped to their target agent by a read of the committed Turn,
-// only when some agent is being watched.
-func (n *notifier) raise(db *bolt.DB, batch []kernel.Recorded) {
+// events are mapped to their target agent by reading the committed Turn
+// (Store.Turn, once per Turn of the batch), only when some agent is being
+// watched.
+func (n *notifier) raise(s *Store, batch []kernel.Recorded) {
 	n.mu.Lock()
 	if len(n.chans) == 0 {
 		n.mu.Unlock()
@@ -100,7 +98,6 @@ func (n *notifier) raise(db *bolt.DB, batch []kernel.Recorded) {
 	n.mu.Unlock()
 
 	keys := map[string]bool{}
-	var turns [][2]string
 	seen := map[[2]string]bool{}
 	for _, r := range batch {
 		e := r.Event
@@ -112,31 +109,15 @@ func (n *notifier) raise(db *bolt.DB, batch []kernel.Recorded) {
 		case kernel.AggAgent:
 			keys[agentWatchKey(e.ProjectID, e.ID)] = true
 		case kernel.AggTurn:
-			if t := [2]string{e.ProjectID, e.ID}; !seen[t] {
-				seen[t] = true
-				turns = append(turns, t)
+			t := [2]string{e.ProjectID, e.ID}
+			if seen[t] {
+				continue
+			}
+			seen[t] = true
+			if v, err := s.Turn(t[0], t[1]); err == nil && v.TargetAgent.AgentID != "" {
+				keys[agentWatchKey(t[0], v.TargetAgent.AgentID)] = true
 			}
 		}
-	}
-	if len(turns) > 0 {
-		db.View(func(tx *bolt.Tx) error {
-			b := tx.Bucket(bktTurns)
-			for _, t := range turns {
-				v := b.Get(key(t[0], t[1]))
-				if v == nil {
-					continue
-				}
-				var rec struct {
-					View struct {
-						TargetAgent kernel.AgentRef `json:"target_agent"`
-					} `json:"view"`
-				}
-				if json.Unmarshal(v, &rec) == nil && rec.View.TargetAgent.AgentID != "" {
-					keys[agentWatchKey(t[0], rec.View.TargetAgent.AgentID)] = true
-				}
-			}
-			return nil
-		})
 	}
 
 	n.mu.Lock()

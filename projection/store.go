@@ -79,6 +79,8 @@ func (c Config) Validate() error {
 
 // Store is the bbolt file of every read model and its checkpoint.
 type Store struct {
+	notes notifier // the watches of long polls and event streams (notify.go)
+
 	db  *bolt.DB
 	cfg Config
 
@@ -86,8 +88,6 @@ type Store struct {
 	checkpoint uint64
 	changed    chan struct{} // closed and replaced on every checkpoint advance
 	closed     bool
-
-	notes notifier // the watches of long polls and push feeds (notify.go)
 }
 
 // Open opens (creating when missing) the projection file at path.
@@ -222,7 +222,7 @@ func (s *Store) Apply(batch []kernel.Recorded) error {
 		s.changed = make(chan struct{})
 	}
 	s.mu.Unlock()
-	s.notes.raise(s.db, batch)
+	s.notes.raise(s, batch)
 	return nil
 }
 

@@ -26,15 +26,15 @@ import (
 // serviceConfig is everything `serve` needs, read from flags and the
 // environment by serve.go.
 type serviceConfig struct {
-	Addr          string        // listen address of the API
-	DataDir       string        // projections, the admin token, and the embedded NATS store
-	NATSURL       string        // an existing NATS server; empty starts the embedded one
-	AdminToken    string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
-	ReapInterval  time.Duration // 0 turns the background reaper off
-	MetricsPublic bool          // serve /metrics to any client, not only loopback ones
-	Kernel        kernel.Config
-	Ledger        ledger.Config
-	Logger        *slog.Logger
+	Addr         string        // listen address of the API
+	DataDir      string        // projections, the admin token, and the embedded NATS store
+	MetricsOpen  bool          // serve /metrics to any client, not only loopback ones
+	NATSURL      string        // an existing NATS server; empty starts the embedded one
+	AdminToken   string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
+	ReapInterval time.Duration // 0 turns the background reaper off
+	Kernel       kernel.Config
+	Ledger       ledger.Config
+	Logger       *slog.Logger
 }
 
 func defaultServiceConfig() serviceConfig {
@@ -61,8 +61,7 @@ type service struct {
 	api       *httpapi.Server
 	http      *http.Server
 	listener  net.Listener
-	tokenPath string   // where the admin token is kept, when it came from a file
-	metrics   *metrics // the one Prometheus registry (metrics.go)
+	tokenPath string // where the admin token is kept, when it came from a file
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -101,8 +100,8 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	} else if cp := s.store.Checkpoint(); cp > head {
 		return nil, fmt.Errorf("the projections in %s are at ledger_seq %d but the ledger ends at %d: the ledger is not the one they were folded from (its NATS data was lost or replaced); run `turnledger replay` to rebuild them from this ledger", cfg.DataDir, cp, head)
 	}
-	s.metrics = newMetrics()
-	if s.engine, err = kernel.NewEngine(timedLedger{s.ledger, s.metrics.appends}, cfg.Kernel); err != nil {
+	metrics := newMetrics() // the one Prometheus registry (metrics.go)
+	if s.engine, err = kernel.NewEngine(timedLedger{s.ledger, metrics.appends}, cfg.Kernel); err != nil {
 		return nil, err
 	}
 	s.projector = projection.NewProjector(s.store, s.ledger)
@@ -129,17 +128,16 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	hcfg.Ready = s.ready
 	hcfg.Diagnostics = s.diagnostics
 	hcfg.Now = cfg.Kernel.Now
+	hcfg.Metrics = httpapi.MetricsConfig{Handler: metrics.handler(), FromAnywhere: cfg.MetricsOpen, Observer: metrics}
 	hcfg.Logger = cfg.Logger
-	hcfg.Metrics = httpapi.MetricsConfig{Handler: s.metrics.handler(), FromAnywhere: cfg.MetricsPublic, Observer: s.metrics}
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
 	}
-	s.metrics.watch(s)
+	metrics.watch(s)
 	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	s.http = &http.Server{Handler: s.api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
-	s.http.RegisterOnShutdown(s.api.StopWaiting) // long polls and event streams end, so Shutdown does not wait for them
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -186,6 +184,9 @@ func (s *service) URL() string { return "http://" + s.listener.Addr().String() }
 // Close stops serving and closes every part, the last opened first.
 func (s *service) Close() error {
 	var errs []error
+	if s.api != nil {
+		s.api.StopWaiting() // long polls and event streams end, so Shutdown does not wait for them
+	}
 	if s.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, s.http.Shutdown(ctx))
