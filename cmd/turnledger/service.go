@@ -28,9 +28,9 @@ import (
 type serviceConfig struct {
 	Addr         string        // listen address of the API
 	DataDir      string        // projections, the admin token, and the embedded NATS store
-	MetricsOpen  bool          // serve /metrics to any client, not only loopback ones
 	NATSURL      string        // an existing NATS server; empty starts the embedded one
 	AdminToken   string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
+	MetricsOpen  bool          // serve /metrics to any client, not only loopback ones
 	ReapInterval time.Duration // 0 turns the background reaper off
 	Kernel       kernel.Config
 	Ledger       ledger.Config
