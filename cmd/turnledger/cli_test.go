@@ -20,7 +20,10 @@ func TestCLIReadsThroughTheAPI(t *testing.T) {
 	t.Setenv("TURNLEDGER_ADMIN_TOKEN", "")
 	ctx := context.Background()
 	adm, _ := tl.New(base, tl.WithAdminToken(engineAdminToken(t, dir)))
-	if _, err := adm.RequestAgentCredentialTokens(ctx, "demo", tl.TokensRequest{AgentID: "w"}); err != nil {
+	if _, err := adm.RegisterAgent(ctx, "demo", tl.RegisterRequest{
+		Spec:       tl.AgentSpec{AgentID: "w", Role: "worker", Enabled: true, AcceptsWork: true, Capacity: 1, Capabilities: []string{"summarize"}},
+		Provenance: tl.Provenance{Kind: "test"},
+	}); err != nil {
 		t.Fatal(err)
 	}
 	common := []string{"--url", base, "--data", dir, "--project", "demo"}
