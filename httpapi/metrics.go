@@ -98,33 +98,33 @@ func (s *Server) observed(method, pattern string, h httprouter.Handle) httproute
 	id := operationID(method, pattern)
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := &observedWriter{ResponseWriter: w, status: http.StatusOK}
 		defer func() { obs.ObserveRequest(id, method, sw.status, time.Since(start)) }()
 		h(sw, r, ps)
 	}
 }
 
-// statusWriter remembers the status written. Unwrap lets
+// observedWriter remembers the status written (for the Observer). Unwrap lets
 // http.ResponseController reach the connection (flushes, deadlines).
-type statusWriter struct {
+type observedWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
 }
 
-func (w *statusWriter) WriteHeader(code int) {
+func (w *observedWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.status, w.wrote = code, true
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
+func (w *observedWriter) Write(b []byte) (int, error) {
 	w.wrote = true
 	return w.ResponseWriter.Write(b)
 }
 
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *observedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // StatusClass is a few-valued label for a status: "2xx", "4xx", "5xx".
 func StatusClass(status int) string { return strconv.Itoa(status/100) + "xx" }
