@@ -22,7 +22,7 @@ func runAgents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var a apiFlags
 	a.register(fs)
 	limit := fs.Int("limit", 500, "how many agents at most (1 to 500)")
-	if done, err := parseFlags(fs, args[1:]); done {
+	if done, err := parseAPIFlags(fs, args[1:]); done {
 		return err
 	}
 	c, err := a.client()

@@ -61,7 +61,7 @@ func adminTokenFor(given, dataDir string) (string, error) {
 }
 
 // parseFlags parses a subcommand's flags; help prints the usage and ends.
-func parseFlags(fs *flag.FlagSet, args []string) (done bool, err error) {
+func parseAPIFlags(fs *flag.FlagSet, args []string) (done bool, err error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return true, nil

@@ -28,7 +28,7 @@ func runFeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	after := fs.Uint64("after", 0, "start after this ledger_seq")
 	turn := fs.String("turn", "", "follow this Turn's feed instead of the project's")
 	agent := fs.String("agent", "", "follow this agent's feed instead of the project's")
-	if done, err := parseFlags(fs, args[1:]); done {
+	if done, err := parseAPIFlags(fs, args[1:]); done {
 		return err
 	}
 	if *turn != "" && *agent != "" {

@@ -56,18 +56,9 @@ func runMonitor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: turnledger monitor: unexpected argument %q (see --help)", errUsage, fs.Arg(0))
 	}
-	var data []byte
-	var err error
-	builtinToken := ""
-	if *configPath == "" {
-		builtinToken, _ = adminTokenFor("", *engineData)
-		if data, err = defaultMonitorFile(*engineURL, splitList(*projects), builtinToken != ""); err != nil {
-			return err
-		}
-		*configPath = "built-in configuration"
-		fmt.Fprintf(stdout, "monitor: no --config, watching %s with the built-in configuration\n", *engineURL)
-	} else if data, err = os.ReadFile(*configPath); err != nil {
-		return fmt.Errorf("read configuration: %w", err)
+	data, builtinToken, err := monitorConfig(configPath, *engineURL, *engineData, *projects, stdout)
+	if err != nil {
+		return err
 	}
 	file, err := monitor.ParseFile(data)
 	if err != nil {

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 )
 
@@ -45,6 +47,25 @@ func defaultMonitorFile(engineURL string, projects []string, withToken bool) ([]
 		"queries":     queries,
 		"channels":    []any{map[string]any{"id": "log", "kind": "log"}},
 	})
+}
+
+// monitorConfig reads the configuration file, or makes the built-in one
+// when *path is empty (and then names it so in *path, for messages); token is
+// the engine's admin token the built-in configuration uses.
+func monitorConfig(path *string, engineURL, engineData, projects string, stdout io.Writer) (data []byte, token string, err error) {
+	if *path != "" {
+		if data, err = os.ReadFile(*path); err != nil {
+			return nil, "", fmt.Errorf("read configuration: %w", err)
+		}
+		return data, "", nil
+	}
+	token, _ = adminTokenFor("", engineData)
+	if data, err = defaultMonitorFile(engineURL, splitList(projects), token != ""); err != nil {
+		return nil, "", err
+	}
+	*path = "built-in configuration"
+	fmt.Fprintf(stdout, "monitor: no --config, watching %s with the built-in configuration\n", engineURL)
+	return data, token, nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

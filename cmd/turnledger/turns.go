@@ -26,7 +26,7 @@ func runTurns(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		state := fs.String("state", "", "only Turns in this state (queued, claimed, suspended, finished)")
 		target := fs.String("target", "", "only Turns targeting this agent")
 		limit := fs.Int("limit", 50, "how many Turns at most (follows the cursor past 500)")
-		if done, err := parseFlags(fs, args[1:]); done {
+		if done, err := parseAPIFlags(fs, args[1:]); done {
 			return err
 		}
 		c, err := a.client()
@@ -57,7 +57,7 @@ func runTurns(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return tw.Flush()
 	case "show":
-		if done, err := parseFlags(fs, args[1:]); done {
+		if done, err := parseAPIFlags(fs, args[1:]); done {
 			return err
 		}
 		if fs.NArg() != 1 {
