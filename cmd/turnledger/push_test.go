@@ -76,10 +76,13 @@ func TestServeClientWorkerFollowAndMetrics(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Follow did not see the Turn finish")
 	}
-	text, err := adm.Metrics(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The finish is counted when its response is written, which may come
+	// after Follow saw the event.
+	var text string
+	checkfor.Until(t, 10*time.Second, "the finish to be counted", func() bool {
+		text, err = adm.Metrics(ctx)
+		return err == nil && strings.Contains(text, `turnledger_commands_total{command="finishTurn",result="ok"} 1`)
+	})
 	for _, want := range []string{
 		`turnledger_commands_total{command="dispatchTurn",result="ok"} 1`,
 		`turnledger_commands_total{command="finishTurn",result="ok"} 1`,
