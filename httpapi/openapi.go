@@ -107,6 +107,24 @@ var operations = []operation{
 	{method: "GET", path: pp + "/projection/feed", id: "projectFeed", summary: "The project's ledger feed; with Accept: text/event-stream, a live stream of it.", access: project, query: []string{"after_ledger_seq", "limit"}, resp: ref("FeedPage"), stream: true},
 }
 
+// tagOf groups a route for a reference: Service, Admin, Agents, Turns,
+// Claims or Projections.
+func tagOf(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/admin/"):
+		return "Admin"
+	case !strings.HasPrefix(path, pp):
+		return "Service"
+	case strings.Contains(path, "/projection/"):
+		return "Projections"
+	case strings.Contains(path, "claims:") || strings.Contains(path, "/semantic-records") || strings.HasSuffix(path, ":suspend") || strings.HasSuffix(path, ":finish"):
+		return "Claims"
+	case strings.Contains(path, "/turns"):
+		return "Turns"
+	}
+	return "Agents"
+}
+
 func ref(name string) m { return m{"$ref": "#/components/schemas/" + name} }
 
 func nullable(s m) m {
@@ -394,7 +412,7 @@ func buildOpenAPI() m {
 			"200":     m{"description": "OK", "content": content},
 			"default": errResp("An error: ErrorBody with the error name and a message (401, 403, 404, 409, 413, 422, 400, 503, 500)."),
 		}
-		o := m{"operationId": op.id, "summary": op.summary, "responses": responses}
+		o := m{"operationId": op.id, "summary": op.summary, "tags": []string{tagOf(op.path)}, "responses": responses}
 		if params != nil {
 			o["parameters"] = params
 		}
@@ -425,7 +443,15 @@ func buildOpenAPI() m {
 			"description": "The agent work coordination HTTP API (spec 000) as turnledger serves it, with its admin surface, long-poll claims and event streams. Errors have the body {error, message}.",
 		},
 		"servers": []any{m{"url": "http://127.0.0.1:8000"}},
-		"paths":   paths,
+		"tags": []any{
+			m{"name": "Service", "description": "Health, readiness, this document and metrics."},
+			m{"name": "Admin", "description": "The admin surface: bootstrap, join invites and their redemption."},
+			m{"name": "Agents", "description": "Registration, credentials, agent snapshots, management and feeds."},
+			m{"name": "Turns", "description": "Dispatch, snapshots, context, feeds, stop and resume."},
+			m{"name": "Claims", "description": "Claiming (with long polls), renewing, records, suspend and finish."},
+			m{"name": "Projections", "description": "Read-only pages: agents, offers, Turns, lineage, the project feed."},
+		},
+		"paths": paths,
 		"components": m{
 			"schemas":    schemas(),
 			"parameters": parameters(),
