@@ -86,7 +86,11 @@ type WorkerConfig struct {
 	ShutdownGrace time.Duration
 	// RetryDelay is the pause after a failed claim request (default 1s).
 	RetryDelay time.Duration
-	Logger     *slog.Logger
+	// PresenceInterval is how often the worker reports the agent's
+	// presence (heartbeat-presence) while it runs, so that an idle worker
+	// still shows online (default 30s; negative turns it off).
+	PresenceInterval time.Duration
+	Logger           *slog.Logger
 }
 
 // Worker claims the agent's Turns with long polls and runs a Handler for
@@ -126,6 +130,9 @@ func (c *Client) NewWorker(cfg WorkerConfig, h Handler) (*Worker, error) {
 	}
 	if cfg.RetryDelay == 0 {
 		cfg.RetryDelay = time.Second
+	}
+	if cfg.PresenceInterval == 0 {
+		cfg.PresenceInterval = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -170,6 +177,13 @@ func (w *Worker) Run(ctx context.Context) error {
 			<-done
 		}
 	}()
+	if w.cfg.PresenceInterval > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.presence(ctx)
+		}()
+	}
 	for ctx.Err() == nil {
 		select {
 		case slots <- struct{}{}:
@@ -246,6 +260,23 @@ func (w *Worker) run(hard context.Context, res *ClaimResult) {
 	defer fcancel()
 	if _, err := w.c.FinishTurn(fctx, job.claim(), req); err != nil {
 		log.Warn("turnledger worker: finish", "outcome", req.Outcome, "err", err)
+	}
+}
+
+// presence reports the agent's presence at once and then every
+// PresenceInterval until ctx ends.
+func (w *Worker) presence(ctx context.Context) {
+	t := time.NewTicker(w.cfg.PresenceInterval)
+	defer t.Stop()
+	for {
+		if _, err := w.c.HeartbeatPresence(ctx, w.cfg.Project, w.cfg.Agent); err != nil && ctx.Err() == nil {
+			w.cfg.Logger.Warn("turnledger worker: presence", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

@@ -203,3 +203,23 @@ func TestWorkerRenewsAndShutsDownGracefully(t *testing.T) {
 		t.Errorf("a Turn dispatched during shutdown is %+v, %v; want queued", tv2, err)
 	}
 }
+
+// TestWorkerReportsPresence: a running worker, idle, shows its agent online.
+func TestWorkerReportsPresence(t *testing.T) {
+	s := startServer(t, 0)
+	w := s.agent(t, "p", "w", 1)
+	if a, err := w.GetAgent(context.Background(), "p", "w"); err != nil || a.Presence != "never" {
+		t.Fatalf("presence before the worker = %+v, %v; want never", a, err)
+	}
+	worker, err := w.NewWorker(client.WorkerConfig{Logger: quiet}, func(ctx context.Context, job *client.Job) (client.Result, error) {
+		return client.Result{}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, worker)
+	checkfor.Until(t, 10*time.Second, "the agent to show online", func() bool {
+		a, err := w.GetAgent(context.Background(), "p", "w")
+		return err == nil && a.Presence == "online"
+	})
+}
