@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,8 +112,11 @@ func TestWorkerFailureAndStop(t *testing.T) {
 	started := make(chan string, 4)
 	worker, err := w.NewWorker(client.WorkerConfig{Logger: quiet}, func(ctx context.Context, job *client.Job) (client.Result, error) {
 		started <- job.Turn.TurnID
-		if job.Turn.DispatchKey == "fail" {
+		switch job.Turn.DispatchKey {
+		case "fail":
 			return client.Result{}, errors.New("boom")
+		case "panic":
+			panic("handler bug")
 		}
 		// Work until stopped, appending so that the stop is seen.
 		for ctx.Err() == nil {
@@ -135,6 +139,11 @@ func TestWorkerFailureAndStop(t *testing.T) {
 	runWorker(t, worker)
 	failing := dispatch(t, boss, "p", "boss", "w", "fail")
 	checkfor.Until(t, 20*time.Second, "the failing Turn to finish as failed", func() bool { return outcome(t, w, "p", failing.TurnID) == "failed" })
+	panicking := dispatch(t, boss, "p", "boss", "w", "panic")
+	checkfor.Until(t, 20*time.Second, "the panicking Turn to finish as failed", func() bool { return outcome(t, w, "p", panicking.TurnID) == "failed" })
+	if tv, err := w.GetTurn(context.Background(), "p", panicking.TurnID); err != nil || !strings.Contains(string(tv.FinalPayload), "handler panicked: handler bug") {
+		t.Errorf("final payload of the panicking Turn = %s, %v; want the panic", tv.FinalPayload, err)
+	}
 	long := dispatch(t, boss, "p", "boss", "w", "long")
 	for id := range started {
 		if id == long.TurnID {
