@@ -74,6 +74,10 @@ func (s *Server) streamFeed(w http.ResponseWriter, c *call, after uint64, limit 
 		}
 		after = n
 	}
+	// Each read of the feed happens under a watch taken before it, so that a
+	// commit between the read and the wait wakes the wait.
+	changed, stop := s.store.WatchProject(c.project)
+	defer func() { stop() }()
 	// The first page is read before the headers are written, so that a
 	// feed that cannot be read answers its error as a page would.
 	first, err := read(after, limit)
@@ -115,7 +119,7 @@ func (s *Server) streamFeed(w http.ResponseWriter, c *call, after uint64, limit 
 	heartbeat := time.NewTicker(cfg.HeartbeatInterval)
 	defer heartbeat.Stop()
 	for {
-		changed, stop := s.store.WatchProject(c.project)
+		// Send every page there is now.
 		for {
 			fp, err := first, error(nil)
 			if !haveFirst {
@@ -123,14 +127,12 @@ func (s *Server) streamFeed(w http.ResponseWriter, c *call, after uint64, limit 
 			}
 			haveFirst = false
 			if err != nil {
-				stop()
 				s.streamError(w, c, send, &buf, err)
 				return nil
 			}
 			for _, it := range fp.Items {
 				data, err := json.Marshal(it)
 				if err != nil {
-					stop()
 					s.streamError(w, c, send, &buf, err)
 					return nil
 				}
@@ -144,37 +146,34 @@ func (s *Server) streamFeed(w http.ResponseWriter, c *call, after uint64, limit 
 				after = it.LedgerSeq
 			}
 			if buf.Len() > 0 && !send() {
-				stop()
 				return nil
 			}
 			if !fp.HasMore || len(fp.Items) == 0 {
 				break
 			}
 		}
+		// Wait for a commit of the project, a heartbeat, or the end.
 		select {
 		case <-changed:
 		case <-heartbeat.C:
 			if err := s.recheck(c, check); err != nil {
-				stop()
 				s.streamError(w, c, send, &buf, err)
 				return nil
 			}
 			buf.WriteString(": heartbeat\n\n")
 			if !send() {
-				stop()
 				return nil
 			}
 		case <-c.ctx.Done():
-			stop()
 			return nil
 		case <-s.push.stopping:
-			stop()
 			return nil
 		}
-		stop()
 		if s.store.Closed() {
 			return nil
 		}
+		stop()
+		changed, stop = s.store.WatchProject(c.project)
 	}
 }
 
