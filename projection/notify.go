@@ -20,9 +20,11 @@ import (
 // What wakes what:
 //   - a project watch: any event of the project;
 //   - an agent watch: an event of the agent itself (registration, drain,
-//     resume, …) and any event of a Turn it is the target of (dispatched,
-//     resumed, claim expired, finished, …): every change that can make a
-//     Turn claimable for it or free some of its capacity.
+//     resume, …) and the events of a Turn it is the target of that can
+//     make a Turn claimable for it or free some of its capacity: dispatched,
+//     resumed, suspended, finished, stopped, claim expired. (Claims,
+//     renewals, records and stop requests cannot, and are the most
+//     frequent: they cost no look-up.)
 
 // notifier holds the channels of the keys being watched.
 type notifier struct {
@@ -109,6 +111,9 @@ func (n *notifier) raise(s *Store, batch []kernel.Recorded) {
 		case kernel.AggAgent:
 			keys[agentWatchKey(e.ProjectID, e.ID)] = true
 		case kernel.AggTurn:
+			if !freesWork[e.Type] {
+				continue
+			}
 			t := [2]string{e.ProjectID, e.ID}
 			if seen[t] {
 				continue
@@ -128,6 +133,13 @@ func (n *notifier) raise(s *Store, batch []kernel.Recorded) {
 			n.drop(k, w)
 		}
 	}
+}
+
+// freesWork lists the Turn events that can make a Turn claimable for its
+// target or free some of the target's capacity.
+var freesWork = map[string]bool{
+	kernel.EvTurnDispatched: true, kernel.EvTurnResumed: true, kernel.EvTurnSuspended: true,
+	kernel.EvTurnFinished: true, kernel.EvTurnStopped: true, kernel.EvTurnClaimExpired: true,
 }
 
 // close wakes every watch and makes later ones return at once.

@@ -41,12 +41,17 @@ func TestWatchWakesOnCommit(t *testing.T) {
 		t.Errorf("after dispatch to a: agent b woken %v, other project woken %v; want neither", isClosed(agentB), isClosed(other))
 	}
 
-	// A later event of the same Turn wakes a new watch of a.
+	// A claim and a record of a's Turn free nothing: no wake-up. Its
+	// finish frees capacity: a is woken.
 	agentA2, stopA2 := s.WatchAgent(proj, "a")
 	defer stopA2()
-	mustApply(t, s, []kernel.Recorded{l.claim("t1", "a", "c1")})
+	mustApply(t, s, []kernel.Recorded{l.claim("t1", "a", "c1"), l.record("t1", "a", "c1", 1, "note", `{}`)})
+	if isClosed(agentA2) {
+		t.Error("a claim and a record of a's Turn woke a")
+	}
+	mustApply(t, s, []kernel.Recorded{l.finish("t1", "a", "c1", "succeeded", "", 1)})
 	if !isClosed(agentA2) {
-		t.Error("a claim event of a's Turn did not wake a")
+		t.Error("the finish of a's Turn did not wake a")
 	}
 
 	// An agent event wakes that agent.
