@@ -97,13 +97,41 @@ func (d *apiDoc) validate(t *testing.T, method, rawPath string, status int, body
 	}
 }
 
+// validateRequest checks a request body the lifecycle sends against the
+// operation's request schema, so the document's request schemas accept
+// what the server accepts.
+func (d *apiDoc) validateRequest(t *testing.T, method, rawPath string, body any) {
+	t.Helper()
+	u, _ := url.Parse(rawPath)
+	for _, dp := range d.paths {
+		if _, ok := dp.methods[method]; !ok || !dp.re.MatchString(u.Path) {
+			continue
+		}
+		loc := "openapi.json#/paths/" + url.PathEscape(pointer(dp.template)) + "/" + strings.ToLower(method) + "/requestBody/content/application~1json/schema"
+		sch, err := d.c.Compile(loc)
+		if err != nil {
+			t.Fatalf("%s %s sends a body but the document has no request schema: %v", method, u.Path, err)
+		}
+		raw, _ := json.Marshal(body)
+		inst, _ := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err := sch.Validate(inst); err != nil {
+			t.Errorf("request %s %s %s\ndoes not match the document: %v", method, u.Path, raw, err)
+		}
+		return
+	}
+}
+
 // TestOpenAPIValidatesLifecycle runs every route through a lifecycle and
-// validates each response against the document's schemas.
+// validates each request body and each response against the document's
+// schemas.
 func TestOpenAPIValidatesLifecycle(t *testing.T) {
 	e := newEnv(t)
 	d := loadDoc(t)
 	call := func(who as, method, path string, body any, want int) response {
 		t.Helper()
+		if body != nil && want == 200 {
+			d.validateRequest(t, method, path, body)
+		}
 		r := e.must(who, method, path, body, want)
 		d.validate(t, method, path, r.status, r.body)
 		return r
