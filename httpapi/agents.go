@@ -253,6 +253,11 @@ func (s *Server) agentFeed(w http.ResponseWriter, c *call) error {
 	if err := s.authorizeRead(c, kernel.ReadAgentFeed, agent); err != nil {
 		return err
 	}
+	if wantsStream(c.r) {
+		return s.streamFeed(w, c, after, limit, func(a uint64, n int) (projection.FeedPage, error) {
+			return s.store.AgentFeed(c.project, agent, a, n)
+		}, func(c *call) error { return s.authorizeRead(c, kernel.ReadAgentFeed, agent) })
+	}
 	fp, err := s.store.AgentFeed(c.project, agent, after, limit)
 	if err != nil {
 		return err

@@ -50,6 +50,7 @@ type env struct {
 	ledger *ledger.Store
 	store  *projection.Store
 	engine *kernel.Engine
+	api    *httpapi.Server
 }
 
 // newEnv starts an instance on a fresh NATS server.
@@ -99,12 +100,13 @@ func newEnvOn(t testing.TB, natsURL string, clk *clock) *env {
 	}
 	hs := httptest.NewServer(api)
 	t.Cleanup(func() {
+		api.StopWaiting()
 		hs.Close()
 		cancel()
 		<-done
 		store.Close()
 	})
-	return &env{t: t, url: hs.URL, clock: clk, ledger: l, store: store, engine: engine}
+	return &env{t: t, url: hs.URL, clock: clk, ledger: l, store: store, engine: engine, api: api}
 }
 
 // response is a decoded HTTP response.

@@ -29,6 +29,11 @@ type Config struct {
 	// WaitTimeout bounds how long a command waits for the projections to
 	// reach its ledger_seq before it answers 503.
 	WaitTimeout time.Duration
+	// Push configures long polls and event streams (sse.go); a zero field
+	// takes its default.
+	Push PushConfig
+	// Metrics: the /metrics handler and the request observer (metrics.go).
+	Metrics MetricsConfig
 	// Ready reports readiness for /readyz: a JSON-able report and whether the
 	// service is ready.
 	Ready func(ctx context.Context) (any, bool)
@@ -85,6 +90,7 @@ type Server struct {
 	store  *projection.Store
 	cfg    Config
 	log    *slog.Logger
+	push   *push // long polls and event streams (longpoll.go, sse.go)
 	router *verbRouter
 }
 
@@ -95,6 +101,7 @@ func New(engine *kernel.Engine, store *projection.Store, cfg Config) (*Server, e
 	}
 	s := &Server{engine: engine, store: store, cfg: cfg, log: cfg.Logger}
 	s.router = newVerbRouter(http.HandlerFunc(s.notFound), http.HandlerFunc(s.methodNotAllowed), s.panicked)
+	s.push = newPush()
 	s.routes()
 	return s, nil
 }

@@ -81,6 +81,8 @@ func (c Config) Validate() error {
 
 // Store is the bbolt file of every read model and its checkpoint.
 type Store struct {
+	notes notifier // the watches of long polls and event streams (notify.go)
+
 	db  *bolt.DB
 	cfg Config
 
@@ -135,6 +137,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	close(s.changed)
 	s.mu.Unlock()
+	s.notes.close()
 	return s.db.Close()
 }
 
@@ -221,6 +224,7 @@ func (s *Store) Apply(batch []kernel.Recorded) error {
 		s.changed = make(chan struct{})
 	}
 	s.mu.Unlock()
+	s.notes.raise(s, batch)
 	return nil
 }
 

@@ -28,6 +28,9 @@ func commands() []command {
 	return []command{
 		{"serve", "serve the agent work coordination API (embedded NATS or --nats-url)", runServe},
 		{"replay", "rebuild every projection from ledger_seq 1 and swap it in", runReplay},
+		{"feed", "follow a feed live and print one line per event (tail)", runFeed},
+		{"turns", "list or show Turns through the HTTP API (list|show)", runTurns},
+		{"agents", "list agents through the HTTP API (list)", runAgents},
 		{"runtime", "serve the runtime authentication service", runRuntime},
 		{"tenants", "administer the runtime's tenant allowlist (add|suspend|delete|list)", runTenants},
 		{"monitor", "serve the query monitor", runMonitor},

@@ -67,19 +67,11 @@ func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, ou
 		return err
 	}
 	start := time.Now()
-	var lastShown time.Time
-	progress := func(applied, head uint64) {
-		if time.Since(lastShown) < 500*time.Millisecond && applied < head {
-			return
-		}
-		lastShown = time.Now()
-		pct := 100.0
-		if head > 0 {
-			pct = 100 * float64(applied) / float64(head)
-		}
-		fmt.Fprintf(out, "replayed %d/%d events (%.1f%%)\n", applied, head, pct)
-	}
-	if err := projection.Rebuild(ctx, next, l, progress); err != nil {
+	bar := newReplayProgress(out, time.Now)
+	progress := bar.update
+	err = projection.Rebuild(ctx, next, l, progress)
+	bar.done()
+	if err != nil {
 		return err
 	}
 	if err := projection.Install(next, live); err != nil {

@@ -30,6 +30,7 @@ type serviceConfig struct {
 	DataDir      string        // projections, the admin token, and the embedded NATS store
 	NATSURL      string        // an existing NATS server; empty starts the embedded one
 	AdminToken   string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
+	MetricsOpen  bool          // serve /metrics to any client, not only loopback ones
 	ReapInterval time.Duration // 0 turns the background reaper off
 	Kernel       kernel.Config
 	Ledger       ledger.Config
@@ -95,7 +96,8 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	} else if cp := s.store.Checkpoint(); cp > head {
 		return nil, fmt.Errorf("the projections in %s are at ledger_seq %d but the ledger ends at %d: the ledger is not the one they were folded from (its NATS data was lost or replaced); run `turnledger replay` to rebuild them from this ledger", cfg.DataDir, cp, head)
 	}
-	if s.engine, err = kernel.NewEngine(s.ledger, cfg.Kernel); err != nil {
+	metrics := newMetrics() // the one Prometheus registry (metrics.go)
+	if s.engine, err = kernel.NewEngine(timedLedger{s.ledger, metrics.appends}, cfg.Kernel); err != nil {
 		return nil, err
 	}
 	s.projector = projection.NewProjector(s.store, s.ledger)
@@ -125,10 +127,12 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	hcfg.Ready = s.ready
 	hcfg.Diagnostics = s.diagnostics
 	hcfg.Now = cfg.Kernel.Now
+	hcfg.Metrics = httpapi.MetricsConfig{Handler: metrics.handler(), FromAnywhere: cfg.MetricsOpen, Observer: metrics}
 	hcfg.Logger = cfg.Logger
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
 	}
+	metrics.watch(s)
 	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
@@ -179,6 +183,9 @@ func (s *service) URL() string { return "http://" + s.listener.Addr().String() }
 // Close stops serving and closes every part, the last opened first.
 func (s *service) Close() error {
 	var errs []error
+	if s.api != nil {
+		s.api.StopWaiting() // long polls and event streams end, so Shutdown does not wait for them
+	}
 	if s.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, s.http.Shutdown(ctx))
