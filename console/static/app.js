@@ -244,7 +244,7 @@
   function feedPanel(project, path, after, opts) {
     const list = h('ol', {class: 'feed', id: opts.id, 'aria-live': 'polite', reversed: true});
     const status = h('span', {class: 'muted feed-status'}, 'connecting…');
-    const btn = h('button', {type: 'button', class: 'quiet', id: opts.id + '-pause'}, 'Pause');
+    const btn = h('button', {type: 'button', class: 'quiet', id: opts.id + '-pause', 'aria-pressed': 'false'}, 'Pause');
     let first = true;
     const f = follow(path, after, (items) => {
       for (const it of items) list.prepend(feedItem(project, it, !first));
@@ -255,6 +255,7 @@
     }, (e) => { status.textContent = 'error: ' + e.message + ' (retrying)'; });
     btn.addEventListener('click', () => {
       if (f.paused) { f.resume(); btn.textContent = 'Pause'; status.textContent = 'live'; } else { f.pause(); btn.textContent = 'Resume'; status.textContent = 'paused'; }
+      btn.setAttribute('aria-pressed', String(f.paused));
     });
     setTimeout(() => { if (first) status.textContent = `live (${f.mode}), no events yet`; }, 1500);
     return h('section', {class: 'panel'}, h('div', {class: 'row'}, h('h2', {}, opts.title), btn, status), list);
