@@ -169,7 +169,7 @@ func consoleGet[T any](t *testing.T, ctx context.Context, what string, a chromed
 
 func consoleShot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	buf := consoleGet(t, ctx, "screenshot "+name, chromedp.FullScreenshot(90))
+	buf := consoleGet(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
 	if err := os.WriteFile(filepath.Join(consoleShotsDir(t), name), buf, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -215,6 +215,8 @@ func newConsoleScenario(t *testing.T, base, dir string) consoleScenario {
 		t.Fatalf("the writer claimed %v, want the root Turn %s", won.Claim["turn_id"], s.root)
 	}
 	s.claim = won.Claim
+	s.writer.call("POST", "/v3r1/projects/demo/turns/"+s.root+"/semantic-records", map[string]any{
+		"claim": s.claim, "role": "progress", "payload": map[string]any{"note": "read the notes; asking helper for research"}, "meta": nil, "trace": nil}, 200)
 	s.child = dispatch(s.writer, "writer", "helper", "research", "k-child", map[string]any{"mode": "child_derivation", "parent_claim": s.claim})
 	return s
 }
@@ -282,6 +284,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`#turn-state`)),
 		chromedp.WaitVisible(css(childSel)),
 		chromedp.WaitVisible(css(`#turn-feed li[data-type="turn.claimed"]`)),
+		chromedp.WaitVisible(css(`#turn-context li[data-turn-seq="1"]`)),
 	)
 	state := consoleGet(t, ctx, "read the state", chromedp.Text(css(`#turn-state`)))
 	countdown := consoleGet(t, ctx, "read the countdown", chromedp.Text(css(`#turn-claim .countdown`)))

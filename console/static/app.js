@@ -230,13 +230,13 @@
     }
   }
 
-  function feedItem(project, it, isNew) {
+  function feedItem(project, it, isNew, self) {
     const actorText = it.actor ? (it.actor.agent_id || it.actor.kind) : '';
-    const target = it.aggregate === 'turn' ? turnLink(project, it.id) : it.aggregate === 'agent' ? agentLink(project, it.id) : h('span', {class: 'mono'}, it.id);
+    const target = it.id === self ? '' : it.aggregate === 'turn' ? turnLink(project, it.id) : it.aggregate === 'agent' ? agentLink(project, it.id) : h('span', {class: 'mono'}, it.id);
     return h('li', {class: isNew ? 'new' : '', 'data-seq': it.ledger_seq, 'data-type': it.type},
       h('span', {class: 'seq'}, '#' + it.ledger_seq),
-      h('span', {class: 'at muted'}, when(it.at)),
-      h('span', {}, h('span', {class: 'type'}, it.type), ' ', target, actorText ? h('span', {class: 'muted'}, ' by ' + actorText) : ''),
+      h('span', {class: 'what'}, h('span', {class: 'type'}, it.type), ' ', target, actorText ? h('span', {class: 'muted'}, ' by ' + actorText) : ''),
+      h('time', {class: 'at muted', datetime: it.at, title: it.at}, new Date(it.at).toLocaleTimeString()),
       h('details', {}, h('summary', {}, 'data'), json({data: it.data, meta: it.meta, trace: it.trace})));
   }
 
@@ -247,7 +247,7 @@
     const btn = h('button', {type: 'button', class: 'quiet', id: opts.id + '-pause', 'aria-pressed': 'false'}, 'Pause');
     let first = true;
     const f = follow(path, after, (items) => {
-      for (const it of items) list.prepend(feedItem(project, it, !first));
+      for (const it of items) list.prepend(feedItem(project, it, !first, opts.self));
       while (list.children.length > 500) list.lastChild.remove();
       first = false;
       if (opts.onItems) opts.onItems(items);
@@ -446,7 +446,7 @@
           a.drained
             ? h('button', {type: 'button', id: 'resume-agent', onclick: () => act('Resume agent', `Admit new Turns to ${id} again?`, 'Resume', () => api('POST', `${pp(p)}/management/agents/${enc(id)}:resume`, body), () => route())}, 'Resume admitting')
             : h('button', {type: 'button', class: 'danger', id: 'drain-agent', onclick: () => act('Drain agent', `Stop admitting new Turns to ${id}? Its queued Turns stay queued until it is resumed.` + (auth.mode === 'admin' ? ` (requested_by: ${id})` : ''), 'Drain', () => api('POST', `${pp(p)}/management/agents/${enc(id)}:drain`, body), () => route())}, 'Drain'))),
-        feedPanel(p, `${pp(p)}/agents/${enc(id)}/feed`, await startSeq(500), {title: 'Agent feed (live)', id: 'agent-feed'})));
+        feedPanel(p, `${pp(p)}/agents/${enc(id)}/feed`, await startSeq(500), {title: 'Agent feed (live)', id: 'agent-feed', self: id})));
   }
 
   function kv(k, v) { return [h('dt', {}, k), h('dd', {}, v === undefined || v === null ? '—' : v)]; }
@@ -502,13 +502,15 @@
       renderSnapshot(snap, p, t, refresh);
       renderLineage(tree, p, id, lin.items);
       ctx.replaceChildren(h('h2', {}, 'Semantic context'), c.items.length === 0 ? h('p', {class: 'muted'}, 'No record yet.') :
-        h('ol', {class: 'feed'}, c.items.map((r) => h('li', {}, h('span', {class: 'seq'}, 'turn_seq ' + r.turn_seq), h('span', {class: 'at muted'}, when(r.at)),
-          h('span', {}, h('span', {class: 'type'}, r.role), ' by ', agentLink(p, r.agent_id)), h('details', {open: true}, h('summary', {}, 'payload'), json(r.payload))))),
+        h('ol', {class: 'feed'}, c.items.map((r) => h('li', {'data-turn-seq': r.turn_seq}, h('span', {class: 'seq', title: 'turn_seq'}, '#' + r.turn_seq),
+          h('span', {class: 'what'}, h('span', {class: 'type'}, r.role), ' by ', agentLink(p, r.agent_id)),
+          h('time', {class: 'at muted', datetime: r.at, title: r.at}, new Date(r.at).toLocaleTimeString()),
+          h('details', {open: true}, h('summary', {}, 'payload'), json(r.payload))))),
         c.has_more ? h('p', {class: 'muted'}, 'More records follow; the first 200 are shown.') : '');
     }
     main.replaceChildren(h('h1', {}, 'Turn ', h('span', {class: 'mono'}, id)), h('p', {class: 'muted'}, 'loading…'));
     await refresh();
-    const feed = feedPanel(p, `${path}/feed`, 0, {title: 'Turn feed (live)', id: 'turn-feed', onItems: () => {
+    const feed = feedPanel(p, `${path}/feed`, 0, {title: 'Turn feed (live)', id: 'turn-feed', self: id, onItems: () => {
       // A new event may change the snapshot and the tree: read them again.
       if (!refreshing) refreshing = refresh().catch((e) => flash(e.message, true)).finally(() => { refreshing = null; });
     }});
