@@ -16,6 +16,9 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"github.com/google/go-cmp/cmp"
+	"github.com/turnledger/turnledger/internal/checkfor"
 )
 
 // The web console's browser tests drive Debian's headless Chromium through
@@ -175,6 +178,14 @@ func consoleShot(t *testing.T, ctx context.Context, name string) {
 	}
 }
 
+// consoleSettled waits until the console has rendered the page of the
+// current URL (route() marks #main with the hash it rendered and aria-busy).
+func consoleSettled() chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](`(() => { const m = document.getElementById('main');
+		return m.dataset.rendered === location.hash && m.getAttribute('aria-busy') === 'false'; })()`,
+		chromedp.WithPollingInterval(20*time.Millisecond))
+}
+
 // css is a CSS selector of the first matching element.
 type css = chromedp.CSS
 
@@ -235,14 +246,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	var reqs consoleRequests
 	ctx := consoleBrowser(t, &reqs)
 
-	// Sign in with the admin bearer.
-	consoleDo(t, ctx, "sign in",
-		chromedp.Navigate(base+"/console/"),
-		chromedp.WaitVisible(css(`#signin-form input[name=token]`)),
-		chromedp.SendKeys(css(`#signin-form input[name=token]`), token),
-		chromedp.Click(css(`#signin-form button[type=submit]`)),
-		chromedp.WaitVisible(css(`#projects a[href="#/p/demo"]`)),
-	)
+	consoleSignInAdmin(t, ctx, base, token)
 	consoleShot(t, ctx, "projects.png")
 
 	// The first page of a project: stuck work. The child and the other
@@ -263,9 +267,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	consoleDo(t, ctx, "filter the Turns",
 		chromedp.Click(css(`#nav a[data-nav=turns]`)),
 		chromedp.WaitVisible(css(`#turn-filters`)),
+		consoleSettled(),
 		chromedp.SetValue(css(`#turn-filters select[name=state]`), "claimed"),
 		chromedp.SendKeys(css(`#turn-filters input[name=turn_kind]`), "summarize"),
 		chromedp.Click(css(`#turn-filters button[type=submit]`)),
+		chromedp.Poll[chromedp.Void](`location.hash.includes('state=claimed')`),
+		consoleSettled(),
 		chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
 	)
 	const listed = `[...document.querySelectorAll('#turns-table a.turn-link')].map(a => a.textContent)`
@@ -297,6 +304,30 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("the child is not drawn under the root in the lineage tree")
 	}
 	consoleShot(t, ctx, "turn.png")
+
+	// By keyboard: Space on Stop opens the confirmation with Cancel
+	// focused; Escape closes it and nothing is asked of the server. (Space,
+	// not Enter: chromedp's Enter sends a second keypress, which would
+	// press Cancel at once.)
+	consoleDo(t, ctx, "cancel a stop by keyboard",
+		chromedp.Focus(css(`#stop-turn`)),
+		chromedp.KeyEvent(" "),
+		chromedp.WaitVisible(css(`#confirm-ok`)),
+	)
+	if focused := consoleGet(t, ctx, "read the focus", chromedp.Evaluate[string](`document.activeElement.id`)); focused != "confirm-cancel" {
+		t.Errorf("the confirmation opens with %q focused, want confirm-cancel", focused)
+	}
+	consoleDo(t, ctx, "press Escape",
+		chromedp.KeyEvent(kb.Escape),
+		chromedp.WaitNotVisible(css(`#confirm`)),
+	)
+	var snap struct {
+		StopRequested bool `json:"stop_requested"`
+	}
+	json.Unmarshal(s.admin.call("GET", "/v3r1/projects/demo/turns/"+s.root, nil, 200), &snap)
+	if snap.StopRequested {
+		t.Fatalf("Escape on the confirmation stopped the Turn")
+	}
 
 	// Stop it through the confirmation dialog: the stop request arrives
 	// in the live feed and the snapshot shows it.
@@ -353,6 +384,32 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`#agent-feed li[data-type="agent.resumed"]`)),
 	)
 	consoleShot(t, ctx, "agent.png")
+
+	// Cursor paging: one Turn a page, in dispatch order.
+	consoleDo(t, ctx, "page through the Turns",
+		chromedp.Navigate(base+"/console/#/p/demo/turns?limit=1"),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
+	)
+	var paged []string
+	for i := 0; ; i++ {
+		rows := consoleGet(t, ctx, "read the page", chromedp.Evaluate[[]string](listed))
+		paged = append(paged, rows...)
+		more := consoleGet(t, ctx, "look for the next page", chromedp.Evaluate[bool](`!!document.querySelector('#next-page')`))
+		if !more || i == 5 {
+			break
+		}
+		first := rows[0]
+		consoleDo(t, ctx, "go to the next page",
+			chromedp.Click(css(`#next-page`)),
+			chromedp.WaitNotPresent(css(`#turns-table a.turn-link[href$="`+first+`"]`)),
+			consoleSettled(),
+			chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
+		)
+	}
+	if diff := cmp.Diff([]string{s.other, s.root, s.child}, paged); diff != "" {
+		t.Errorf("the Turns paged one by one (-want +got):\n%s", diff)
+	}
 
 	// Phone width: the Turn page reads without sideways scrolling.
 	consoleDo(t, ctx, "phone width",
@@ -421,6 +478,8 @@ func TestConsoleAgentSignIn(t *testing.T) {
 	// child it dispatched, not the planner's Turn to helper.
 	consoleDo(t, ctx, "list the writer's Turns",
 		chromedp.Click(css(`#nav a[data-nav=turns]`)),
+		chromedp.Poll[chromedp.Void](`location.hash.endsWith('/turns')`),
+		consoleSettled(),
 		chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
 	)
 	rows := consoleGet(t, ctx, "read the list", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#turns-table a.turn-link')].map(a => a.textContent)`))
@@ -438,5 +497,72 @@ func TestConsoleAgentSignIn(t *testing.T) {
 		if strings.Contains(u, token) {
 			t.Errorf("a request URL carries the agent's token: %s", u)
 		}
+	}
+}
+
+// consoleSignInAdmin signs in with the admin bearer and waits for the
+// project list.
+func consoleSignInAdmin(t *testing.T, ctx context.Context, base, token string) {
+	t.Helper()
+	consoleDo(t, ctx, "sign in as the admin",
+		chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(css(`#signin-form input[name=token]`)),
+		chromedp.SendKeys(css(`#signin-form input[name=token]`), token),
+		chromedp.Click(css(`#signin-form button[type=submit]`)),
+		chromedp.WaitVisible(css(`#projects a[href="#/p/demo"]`)),
+	)
+}
+
+// TestConsoleStuckWork runs serve without the reaper and with 1 s claims:
+// a claimed Turn whose stop was requested outlives its claim, the stuck-work
+// page lists it under both expired claims and pending stops, and the
+// reconcile button (after its confirmation) releases it, which stops it.
+func TestConsoleStuckWork(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := startEngine(t, dir, "127.0.0.1:0", "--reap-interval", "0", "--claim-ttl", "1s")
+	s := newConsoleScenario(t, base, dir)
+	s.admin.call("POST", "/v3r1/projects/demo/management/turns/"+s.root+":stop", map[string]any{
+		"requested_by": agentRef("demo", "planner"), "meta": nil, "trace": nil}, 200)
+	expires, err := time.Parse(time.RFC3339Nano, s.claim["expires_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkfor.Until(t, 5*time.Second, "the 1 s claim to expire", func() bool { return time.Now().After(expires.Add(50 * time.Millisecond)) })
+
+	var reqs consoleRequests
+	ctx := consoleBrowser(t, &reqs)
+	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "))
+	consoleDo(t, ctx, "open the stuck work",
+		chromedp.Click(css(`#projects a[href="#/p/demo"]`)),
+		chromedp.WaitVisible(css(`#expired table`)),
+	)
+	expired := consoleGet(t, ctx, "read the expired claims", chromedp.Text(css(`#expired`)))
+	stops := consoleGet(t, ctx, "read the pending stops", chromedp.Text(css(`#stops`)))
+	for name, text := range map[string]string{"expired claims": expired, "pending stops": stops} {
+		if !strings.Contains(text, s.root) {
+			t.Errorf("the %s lack the root Turn %s:\n%s", name, s.root, text)
+		}
+	}
+	if !strings.Contains(expired, "expired ") || !strings.Contains(expired, "reaper is off") {
+		t.Errorf("the expired claims read:\n%s", expired)
+	}
+	consoleShot(t, ctx, "stuck-expired.png")
+	consoleDo(t, ctx, "reconcile",
+		chromedp.Click(css(`#reconcile`)),
+		chromedp.WaitVisible(css(`#confirm-ok`)),
+		chromedp.Click(css(`#confirm-ok`)),
+		chromedp.WaitNotPresent(css(`#expired table`)),
+		chromedp.WaitNotPresent(css(`#stops table`)),
+	)
+	if msg := consoleGet(t, ctx, "read the message", chromedp.Text(css(`#flash`))); msg != "Released 1 expired claim(s)." {
+		t.Errorf("after reconcile the console says %q", msg)
+	}
+	var snap struct {
+		State   string  `json:"state"`
+		Outcome *string `json:"outcome"`
+	}
+	json.Unmarshal(s.admin.call("GET", "/v3r1/projects/demo/turns/"+s.root, nil, 200), &snap)
+	if snap.State != "finished" || snap.Outcome == nil || *snap.Outcome != "stopped" {
+		t.Errorf("after reconcile the Turn is %s/%v, want finished/stopped", snap.State, snap.Outcome)
 	}
 }

@@ -6,7 +6,8 @@
   const AUTH_KEY = 'turnledger.console.auth';
   const STATES = ['queued', 'claimed', 'suspended', 'finished'];
   const OUTCOMES = ['succeeded', 'failed', 'stopped'];
-  const main = document.getElementById('main');
+  const mainEl = document.getElementById('main');
+  let routeGen = 0; // each route renders into its own view; a stale one writes to a detached element
   let auth = loadAuth();
   let disposers = []; // stop timers and followers of the page being left
   let projects = [];
@@ -109,8 +110,16 @@
     document.getElementById('confirm-text').textContent = text;
     document.getElementById('confirm-ok').textContent = okLabel || 'Confirm';
     d.returnValue = 'cancel';
+    if (d.open) return Promise.resolve(false);
     return new Promise((resolve) => {
-      d.addEventListener('close', () => resolve(d.returnValue === 'ok'), {once: true});
+      // A close event of an earlier opening may still be on its way when
+      // the dialog opens again: only a close that leaves it shut counts.
+      const onClose = () => {
+        if (d.open) return;
+        d.removeEventListener('close', onClose);
+        resolve(d.returnValue === 'ok');
+      };
+      d.addEventListener('close', onClose);
       d.showModal();
       document.getElementById('confirm-cancel').focus();
     });
@@ -271,11 +280,11 @@
 
   // ---- pages ---------------------------------------------------------------
 
-  function signIn() {
+  function signIn(view) {
     setNav(null);
     const frag = document.getElementById('signin').content.cloneNode(true);
-    main.replaceChildren(frag);
-    const sec = main.querySelector('.signin');
+    view.replaceChildren(frag);
+    const sec = view.querySelector('.signin');
     const form = document.getElementById('signin-form');
     form.addEventListener('change', () => sec.classList.toggle('agent', form.mode.value === 'agent'));
     form.addEventListener('submit', async (ev) => {
@@ -323,18 +332,18 @@
     }
   }
 
-  async function home() {
+  async function home(view) {
     setNav(null);
     if (auth.mode === 'agent') { location.replace(link(auth.project)); return; }
-    main.replaceChildren(h('h1', {}, 'Projects'), h('p', {class: 'muted'}, 'Every project with an event on the ledger.'));
-    if (!projects.length) { main.append(h('p', {}, 'No project yet. Register an agent (see the README walk-through) and it appears here.')); return; }
-    main.append(h('ul', {class: 'cards', id: 'projects'}, projects.map((p) => h('li', {class: 'card'}, h('a', {href: link(p)}, p)))));
+    view.replaceChildren(h('h1', {}, 'Projects'), h('p', {class: 'muted'}, 'Every project with an event on the ledger.'));
+    if (!projects.length) { view.append(h('p', {}, 'No project yet. Register an agent (see the README walk-through) and it appears here.')); return; }
+    view.append(h('ul', {class: 'cards', id: 'projects'}, projects.map((p) => h('li', {class: 'card'}, h('a', {href: link(p)}, p)))));
   }
 
   // stuck is the first page of a project: what does not move, and why.
-  async function stuck(p) {
+  async function stuck(view, p) {
     setNav(p, 'stuck');
-    main.replaceChildren(h('h1', {}, `Stuck work in ${p}`), h('p', {class: 'muted'}, 'loading…'));
+    view.replaceChildren(h('h1', {}, `Stuck work in ${p}`), h('p', {class: 'muted'}, 'loading…'));
     const [dir, queued, claimed, stops, ready] = await Promise.all([
       api('GET', `${pp(p)}/projection/agents${qs({limit: 500})}`),
       pages(`${pp(p)}/projection/turns`, {state: 'queued', limit: 500}, 4),
@@ -364,7 +373,7 @@
     const diags = (dir.diagnostics || []).concat(queued.diagnostics || []);
 
     const card = (n, label, href, warn) => h(href ? 'a' : 'div', {class: 'card ' + (n ? (warn ? 'warn' : '') : 'good'), href}, h('div', {class: 'n'}, n), h('div', {}, label));
-    main.replaceChildren(
+    view.replaceChildren(
       h('h1', {}, `Stuck work in ${p}`),
       h('div', {class: 'cards', id: 'stuck-summary'},
         card(blocked.length, `queued Turns that cannot start (of ${queued.items.length} queued)`, link(p, 'turns') + '?state=queued', true),
@@ -382,7 +391,7 @@
         h('p', {class: 'muted'}, ready.reaper && ready.reaper.enabled ? `The reaper releases expired claims every ${ready.reaper.interval}.` : 'The reaper is off: expired claims wait for a reconcile.'),
         h('div', {class: 'actions'}, h('button', {type: 'button', id: 'reconcile', onclick: () =>
           act('Reconcile expired claims', `Release every expired claim of ${p}? Their Turns go back to the queue (or stop, when a stop was requested).`, 'Reconcile',
-            async () => { const r = await api('POST', `${pp(p)}/claims:reconcile-expired`, {}); return `Released ${r.released.length} expired claim(s).`; }, () => route())}, 'Reconcile expired claims'))]),
+            async () => { const r = await api('POST', `${pp(p)}/claims:reconcile-expired`, {}); const n = (r.released_turn_ids || []).length; return `Released ${n} expired claim(s).`; }, () => route())}, 'Reconcile expired claims'))]),
       section('Stops requested, not yet stopped', 'stops', pendingStops.length === 0 ? 'None.' :
         table(['Turn', 'State', 'Holder', 'Asked'], pendingStops.map((t) => [turnLink(p, t.turn_id), badge(t.state), t.claim ? agentLink(p, t.claim.agent_id) : '—', t.stop_requested_at ? ago(t.stop_requested_at) : '—']))),
       !queued.complete || !claimed.complete ? h('p', {class: 'muted'}, 'Only the first 2,000 Turns of each state were examined.') : '');
@@ -416,10 +425,10 @@
   }
   setInterval(() => document.querySelectorAll('.countdown').forEach(tickCountdown), 1000);
 
-  async function agentsPage(p) {
+  async function agentsPage(view, p) {
     setNav(p, 'agents');
     const dir = await api('GET', `${pp(p)}/projection/agents${qs({limit: 500})}`);
-    main.replaceChildren(h('h1', {}, `Agents of ${p}`),
+    view.replaceChildren(h('h1', {}, `Agents of ${p}`),
       dir.items.length === 0 ? h('p', {}, 'No agent registered.') :
         table(['Agent', 'Role', 'Capabilities', 'Admission', 'Capacity used / free', 'Presence'], dir.items.map((a) => [
           agentLink(p, a.agent_id), a.role, a.capabilities.join(', ') || '—',
@@ -427,11 +436,11 @@
           `${a.active_claims} / ${a.free_capacity} (of ${a.capacity})`, badge(a.presence)]), 'agents-table'));
   }
 
-  async function agentPage(p, id) {
+  async function agentPage(view, p, id) {
     setNav(p, 'agents');
     const a = await api('GET', `${pp(p)}/agents/${enc(id)}`);
     const body = {agent: {project_id: p, agent_id: id}, requested_by: actor(p, id), meta: {note: 'from the web console'}, trace: null};
-    main.replaceChildren(
+    view.replaceChildren(
       h('h1', {}, `Agent ${id}`),
       h('div', {class: 'grid'},
         h('section', {class: 'panel'}, h('h2', {}, 'Snapshot'), h('dl', {class: 'kv'},
@@ -451,7 +460,7 @@
 
   function kv(k, v) { return [h('dt', {}, k), h('dd', {}, v === undefined || v === null ? '—' : v)]; }
 
-  async function turnsPage(p, q) {
+  async function turnsPage(view, p, q) {
     setNav(p, 'turns');
     const f = {state: q.get('state') || '', outcome: q.get('outcome') || '', turn_kind: q.get('turn_kind') || '',
       target_agent_id: q.get('target_agent_id') || '', stop_requested_only: q.get('stop_requested_only') === 'true' ? 'true' : '', limit: q.get('limit') || '50'};
@@ -463,7 +472,7 @@
       h('label', {}, 'Kind', h('input', {name: 'turn_kind', value: f.turn_kind, size: 12, spellcheck: 'false'})),
       h('label', {}, 'Target agent', h('input', {name: 'target_agent_id', value: f.target_agent_id, size: 12, spellcheck: 'false'})),
       h('label', {class: 'check'}, h('input', {type: 'checkbox', name: 'stop_requested_only', checked: f.stop_requested_only === 'true'}), 'stop requested'),
-      h('label', {}, 'Per page', h('select', {name: 'limit'}, ['25', '50', '100', '200'].map((v) => opt(v, f.limit)))),
+      h('label', {}, 'Per page', h('select', {name: 'limit'}, [...new Set(['25', '50', '100', '200', f.limit])].map((v) => opt(v, f.limit)))),
       h('button', {type: 'submit'}, 'Filter'));
     form.addEventListener('submit', (ev) => {
       ev.preventDefault();
@@ -471,17 +480,17 @@
         target_agent_id: form.target_agent_id.value.trim(), stop_requested_only: form.stop_requested_only.checked ? 'true' : '', limit: form.limit.value === '50' ? '' : form.limit.value};
       location.hash = link(p, 'turns') + qs(n);
     });
-    main.replaceChildren(h('h1', {}, `Turns of ${p}`), form, h('p', {class: 'muted'}, 'loading…'));
+    view.replaceChildren(h('h1', {}, `Turns of ${p}`), form, h('p', {class: 'muted'}, 'loading…'));
     let page;
     try {
       page = await api('GET', `${pp(p)}/projection/turns` + qs(Object.assign({}, f, {after_ledger_seq: after})));
-    } catch (e) { main.lastChild.replaceWith(errorBox(e)); return; }
+    } catch (e) { view.lastChild.replaceWith(errorBox(e)); return; }
     const here = Object.assign({}, f, {limit: f.limit === '50' ? '' : f.limit});
     const pager = h('nav', {class: 'pager', 'aria-label': 'Pages'},
       after ? h('a', {class: 'button quiet', href: link(p, 'turns') + qs(here)}, 'First page') : '',
       page.has_more ? h('a', {class: 'button', id: 'next-page', href: link(p, 'turns') + qs(Object.assign({}, here, {after: page.next_after_ledger_seq}))}, 'Next page') : '',
       h('span', {class: 'muted'}, `${page.items.length} shown` + (after ? `, dispatched after ledger_seq ${after}` : '') + (page.has_more ? '; more follow' : '; end of list')));
-    main.lastChild.replaceWith(
+    view.lastChild.replaceWith(
       page.items.length === 0 ? h('p', {id: 'turns-empty'}, page.has_more ? 'None on this stretch of the ledger; follow Next page.' : 'No Turn matches.') :
         table(['Turn', 'Kind', 'State', 'Outcome', 'Target', 'Requested by', 'Attempts', 'Updated'], page.items.map((t) => [
           turnLink(p, t.turn_id), t.turn_kind, h('span', {class: 'row'}, badge(t.state), t.stop_requested ? badge('stop requested', 'stop') : ''),
@@ -489,7 +498,7 @@
       pager);
   }
 
-  async function turnPage(p, id) {
+  async function turnPage(view, p, id) {
     setNav(p, 'turns');
     const path = `${pp(p)}/turns/${enc(id)}`;
     const snap = h('section', {class: 'panel', id: 'turn-snapshot'});
@@ -508,13 +517,13 @@
           h('details', {open: true}, h('summary', {}, 'payload'), json(r.payload))))),
         c.has_more ? h('p', {class: 'muted'}, 'More records follow; the first 200 are shown.') : '');
     }
-    main.replaceChildren(h('h1', {}, 'Turn ', h('span', {class: 'mono'}, id)), h('p', {class: 'muted'}, 'loading…'));
+    view.replaceChildren(h('h1', {}, 'Turn ', h('span', {class: 'mono'}, id)), h('p', {class: 'muted'}, 'loading…'));
     await refresh();
     const feed = feedPanel(p, `${path}/feed`, 0, {title: 'Turn feed (live)', id: 'turn-feed', self: id, onItems: () => {
       // A new event may change the snapshot and the tree: read them again.
       if (!refreshing) refreshing = refresh().catch((e) => flash(e.message, true)).finally(() => { refreshing = null; });
     }});
-    main.replaceChildren(h('h1', {}, 'Turn ', h('span', {class: 'mono'}, id)), h('div', {class: 'grid'}, snap, h('div', {}, tree, feed)), ctx);
+    view.replaceChildren(h('h1', {}, 'Turn ', h('span', {class: 'mono'}, id)), h('div', {class: 'grid'}, snap, h('div', {}, tree, feed)), ctx);
   }
 
   function renderSnapshot(el, p, t, refresh) {
@@ -567,9 +576,9 @@
       h('p', {class: 'muted'}, `${items.length} Turn(s): ancestors, this Turn, descendants.`));
   }
 
-  async function feedPage(p) {
+  async function feedPage(view, p) {
     setNav(p, 'feed');
-    main.replaceChildren(h('h1', {}, `Live feed of ${p}`),
+    view.replaceChildren(h('h1', {}, `Live feed of ${p}`),
       h('p', {class: 'muted'}, 'Every event of the project as it is appended to the ledger, newest first. Pausing keeps your place; resuming catches up from it.'),
       feedPanel(p, `${pp(p)}/projection/feed`, await startSeq(200), {title: 'Project feed', id: 'project-feed'}));
   }
@@ -579,30 +588,42 @@
   async function route() {
     for (const d of disposers) d();
     disposers = [];
-    if (!auth) { signIn(); return; }
-    const raw = location.hash.replace(/^#/, '') || '/';
+    const gen = ++routeGen;
+    const hash = location.hash;
+    const view = h('div', {class: 'view'});
+    mainEl.replaceChildren(view);
+    mainEl.setAttribute('aria-busy', 'true');
+    const done = () => {
+      if (gen !== routeGen) return;
+      mainEl.setAttribute('aria-busy', 'false');
+      mainEl.dataset.rendered = hash;
+    };
+    if (!auth) { signIn(view); done(); return; }
+    const raw = hash.replace(/^#/, '') || '/';
     const [path, query] = raw.split('?');
     const q = new URLSearchParams(query || '');
     const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+    const notFound = () => view.replaceChildren(h('h1', {}, 'Not found'), h('p', {}, h('a', {href: '#/'}, 'Back to the start')));
     try {
       if (!projects.length) await loadProjects();
-      if (parts.length === 0) await home();
+      if (parts.length === 0) await home(view);
       else if (parts[0] === 'p' && parts.length >= 2) {
         const p = parts[1];
         if (auth.mode === 'agent' && p !== auth.project) { location.replace(link(auth.project)); return; }
         const [, , sec, id] = parts;
-        if (!sec) await stuck(p);
-        else if (sec === 'agents' && id) await agentPage(p, id);
-        else if (sec === 'agents') await agentsPage(p);
-        else if (sec === 'turns' && id) await turnPage(p, id);
-        else if (sec === 'turns') await turnsPage(p, q);
-        else if (sec === 'feed') await feedPage(p);
-        else main.replaceChildren(h('h1', {}, 'Not found'), h('p', {}, h('a', {href: '#/'}, 'Back to the start')));
-      } else main.replaceChildren(h('h1', {}, 'Not found'), h('p', {}, h('a', {href: '#/'}, 'Back to the start')));
+        if (!sec) await stuck(view, p);
+        else if (sec === 'agents' && id) await agentPage(view, p, id);
+        else if (sec === 'agents') await agentsPage(view, p);
+        else if (sec === 'turns' && id) await turnPage(view, p, id);
+        else if (sec === 'turns') await turnsPage(view, p, q);
+        else if (sec === 'feed') await feedPage(view, p);
+        else notFound();
+      } else notFound();
     } catch (e) {
-      main.replaceChildren(h('h1', {}, 'Could not load this page'), errorBox(e), h('p', {}, h('a', {href: '#/'}, 'Back to the start')));
+      view.replaceChildren(h('h1', {}, 'Could not load this page'), errorBox(e), h('p', {}, h('a', {href: '#/'}, 'Back to the start')));
     }
-    if (document.activeElement === document.body) main.focus({preventScroll: true});
+    done();
+    if (gen === routeGen && document.activeElement === document.body) mainEl.focus({preventScroll: true});
   }
 
   document.getElementById('signout').addEventListener('click', () => {
