@@ -261,6 +261,7 @@
       first = false;
       if (opts.onItems) opts.onItems(items);
       status.textContent = `live (${f.mode}), ${list.children.length} events shown`;
+      list.dataset.mode = f.mode;
     }, (e) => { status.textContent = 'error: ' + e.message + ' (retrying)'; });
     btn.addEventListener('click', () => {
       if (f.paused) { f.resume(); btn.textContent = 'Pause'; status.textContent = 'live'; } else { f.pause(); btn.textContent = 'Resume'; status.textContent = 'paused'; }
