@@ -474,6 +474,18 @@ func TestConsoleAgentSignIn(t *testing.T) {
 	if !strings.Contains(kept, token) || strings.Contains(href, token) {
 		t.Errorf("the token is in sessionStorage: %v; in the URL %q: %v", strings.Contains(kept, token), href, strings.Contains(href, token))
 	}
+	// The skip link takes the keyboard to the page's content and leaves
+	// the route alone.
+	hashBefore := consoleGet(t, ctx, "read the URL", chromedp.Evaluate[string](`location.hash`))
+	consoleDo(t, ctx, "skip to the content",
+		chromedp.Focus(css(`a.skip`)),
+		chromedp.KeyEvent("\r"),
+		chromedp.Poll[chromedp.Void](`document.activeElement && document.activeElement.id === 'main'`),
+	)
+	if hash := consoleGet(t, ctx, "read the URL", chromedp.Evaluate[string](`location.hash`)); hash != hashBefore {
+		t.Errorf("the skip link changed the route from %q to %q", hashBefore, hash)
+	}
+
 	// The writer reads only its own Turns: the root it received and the
 	// child it dispatched, not the planner's Turn to helper.
 	consoleDo(t, ctx, "list the writer's Turns",

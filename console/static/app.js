@@ -573,7 +573,7 @@
         h('span', {class: 'muted'}, it.turn_kind), badge(it.state), it.outcome ? badge(it.outcome) : '', h('span', {class: 'muted'}, '→ ' + it.target_agent.agent_id)),
       kids.has(it.turn_id) ? h('ul', {}, kids.get(it.turn_id).map(node)) : '');
     el.replaceChildren(h('h2', {}, 'Lineage'),
-      h('ul', {class: 'tree', role: 'tree'}, roots.map(node)),
+      h('ul', {class: 'tree', 'aria-label': 'Lineage tree'}, roots.map(node)),
       h('p', {class: 'muted'}, `${items.length} Turn(s): ancestors, this Turn, descendants.`));
   }
 
@@ -635,6 +635,8 @@
     route();
   });
   document.getElementById('project').addEventListener('change', (ev) => { location.hash = link(ev.target.value); });
+  // The skip link moves the focus; it must not change the hash (the route).
+  document.querySelector('.skip').addEventListener('click', (ev) => { ev.preventDefault(); mainEl.focus(); });
   window.addEventListener('hashchange', route);
   route();
 })();
