@@ -411,17 +411,26 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("the Turns paged one by one (-want +got):\n%s", diff)
 	}
 
-	// Phone width: the Turn page reads without sideways scrolling.
-	consoleDo(t, ctx, "phone width",
-		chromedp.EmulateViewport(390, 844),
-		chromedp.Navigate(base+"/console/#/p/demo/turns/"+s.root),
-		chromedp.WaitVisible(css(childSel)),
-	)
-	overflow := consoleGet(t, ctx, "measure the page", chromedp.Evaluate[int](`document.documentElement.scrollWidth - document.documentElement.clientWidth`))
-	if overflow > 0 {
-		t.Errorf("at 390 px wide the Turn page is %d px wider than the screen", overflow)
+	// Phone width: every page reads without sideways scrolling.
+	consoleDo(t, ctx, "phone width", chromedp.EmulateViewport(390, 844))
+	for _, pg := range []struct{ route, ready, shot string }{
+		{"#/p/demo/turns/" + s.root, childSel, "turn-phone.png"},
+		{"#/p/demo", `#stuck-summary`, "stuck-phone.png"},
+		{"#/p/demo/turns", `#turns-table`, "turns-phone.png"},
+		{"#/p/demo/agents", `#agents-table`, "agents-phone.png"},
+		{"#/p/demo/feed", `#project-feed li`, "feed-phone.png"},
+	} {
+		consoleDo(t, ctx, "open "+pg.route+" at phone width",
+			chromedp.Navigate(base+"/console/"+pg.route),
+			consoleSettled(),
+			chromedp.WaitVisible(css(pg.ready)),
+		)
+		overflow := consoleGet(t, ctx, "measure the page", chromedp.Evaluate[int](`document.documentElement.scrollWidth - document.documentElement.clientWidth`))
+		if overflow > 0 {
+			t.Errorf("at 390 px wide the page %s is %d px wider than the screen", pg.route, overflow)
+		}
+		consoleShot(t, ctx, pg.shot)
 	}
-	consoleShot(t, ctx, "turn-phone.png")
 
 	// The token never reached a URL, and no request left the server.
 	for _, u := range reqs.all() {
