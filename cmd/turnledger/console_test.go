@@ -382,6 +382,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(css(`#confirm-ok`)),
 		chromedp.WaitVisible(css(`#drain-agent`)),
 		chromedp.WaitVisible(css(`#agent-feed li[data-type="agent.resumed"]`)),
+		chromedp.Click(css(`#drain-agent`)),
+		chromedp.WaitVisible(css(`#confirm-ok`)),
+		chromedp.Click(css(`#confirm-ok`)),
+		chromedp.WaitVisible(css(`#resume-agent`)),
+		chromedp.WaitVisible(css(`#agent-feed li[data-seq]:first-child[data-type="agent.drained"]`)),
 	)
 	consoleShot(t, ctx, "agent.png")
 
@@ -448,8 +453,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 // TestConsoleAgentSignIn signs in as an agent: a wrong token is refused with
 // the API's error, the credential is kept in sessionStorage (never in the
-// URL), the agent sees only what its read policy allows, and sign-out forgets
-// the credential.
+// URL), the agent sees only what its read policy allows, resumes a Turn as
+// itself, and sign-out forgets the credential.
 func TestConsoleAgentSignIn(t *testing.T) {
 	dir := t.TempDir()
 	base, _ := startServe(t, dir)
@@ -507,6 +512,32 @@ func TestConsoleAgentSignIn(t *testing.T) {
 	if strings.Join(rows, ",") != fmt.Sprintf("%s,%s", s.root, s.child) {
 		t.Errorf("the writer's Turns list shows %v, want [%s %s]", rows, s.root, s.child)
 	}
+	// As itself, the writer resumes the Turn it suspended: the state goes
+	// back to queued and turn.resumed arrives in the feed.
+	s.writer.call("POST", "/v3r1/projects/demo/turns/"+s.root+":suspend", map[string]any{"claim": s.claim, "meta": nil, "trace": nil}, 200)
+	consoleDo(t, ctx, "resume the suspended Turn",
+		chromedp.Click(css(`#turns-table a.turn-link[href$="`+s.root+`"]`)),
+		chromedp.WaitVisible(css(`#turn-state.suspended`)),
+		chromedp.Click(css(`#resume-turn`)),
+		chromedp.WaitVisible(css(`#confirm-ok`)),
+		chromedp.Click(css(`#confirm-ok`)),
+		chromedp.WaitVisible(css(`#turn-feed li[data-type="turn.resumed"]`)),
+		chromedp.WaitVisible(css(`#turn-state.queued`)),
+	)
+	var resumed struct {
+		Data struct {
+			RequestedBy struct {
+				AgentID string `json:"agent_id"`
+			} `json:"requested_by"`
+		} `json:"data"`
+	}
+	resumedJSON := consoleGet(t, ctx, "read the event", chromedp.Evaluate[string](
+		`JSON.stringify(JSON.parse(document.querySelector('#turn-feed li[data-type="turn.resumed"] pre').textContent))`))
+	json.Unmarshal([]byte(resumedJSON), &resumed)
+	if resumed.Data.RequestedBy.AgentID != "writer" {
+		t.Errorf("turn.resumed names requested_by %q, want the signed-in writer: %s", resumed.Data.RequestedBy.AgentID, resumedJSON)
+	}
+
 	consoleDo(t, ctx, "sign out",
 		chromedp.Click(css(`#signout`)),
 		chromedp.WaitVisible(css(`#signin-form`)),
