@@ -599,6 +599,13 @@ func TestConsoleStuckWork(t *testing.T) {
 		t.Errorf("the expired claims read:\n%s", expired)
 	}
 	consoleShot(t, ctx, "stuck-expired.png")
+	consoleDo(t, ctx, "refresh the stuck work",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('stuck-asof').dataset.old = 'yes'`),
+		chromedp.Click(css(`#refresh`)),
+		chromedp.WaitNotPresent(css(`#stuck-asof[data-old]`)),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#expired table`)),
+	)
 	consoleDo(t, ctx, "reconcile",
 		chromedp.Click(css(`#reconcile`)),
 		chromedp.WaitVisible(css(`#confirm-ok`)),

@@ -376,6 +376,8 @@
     const card = (n, label, href, warn) => h(href ? 'a' : 'div', {class: 'card ' + (n ? (warn ? 'warn' : '') : 'good'), href}, h('div', {class: 'n'}, n), h('div', {}, label));
     view.replaceChildren(
       h('h1', {}, `Stuck work in ${p}`),
+      h('div', {class: 'row'}, h('span', {class: 'muted', id: 'stuck-asof'}, `As of ${new Date().toLocaleTimeString()}.`),
+        h('button', {type: 'button', class: 'quiet', id: 'refresh', onclick: () => route()}, 'Refresh')),
       h('div', {class: 'cards', id: 'stuck-summary'},
         card(blocked.length, `queued Turns that cannot start (of ${queued.items.length} queued)`, link(p, 'turns') + '?state=queued', true),
         card(expired.length, 'claims past expiry awaiting release', null, true),
