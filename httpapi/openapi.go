@@ -65,6 +65,7 @@ const pp = "/v3r1/projects/{project_id}"
 // equal to routes().
 var operations = []operation{
 	{method: "GET", path: "/healthz", id: "healthz", summary: "Liveness check.", access: anyone, resp: ref("Health")},
+	{method: "GET", path: "/admin/v1/projects", id: "listProjects", summary: "Every project with an event in the projections (admin).", access: admin, resp: closed(m{"items": m{"type": "array", "items": closed(m{"project_id": tStr})}, "diagnostics": m{"type": "array", "items": ref("Diagnostic")}})},
 	{method: "GET", path: "/readyz", id: "readyz", summary: "Readiness: backend, projections and claim-reaper settings; 503 when not ready.", access: anyone, resp: m{"type": "object", "required": []string{"status"}, "properties": m{"status": m{"type": "string", "enum": []string{"ready", "not_ready"}}}}},
 	{method: "GET", path: "/openapi.json", id: "openapi", summary: "This document.", access: anyone, resp: m{"type": "object"}},
 	{method: "GET", path: "/metrics", id: "metrics", summary: "Prometheus metrics (text exposition format); from loopback only unless configured otherwise.", access: anyone, resp: m{"type": "string"}, respType: "text/plain"},

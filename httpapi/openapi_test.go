@@ -211,6 +211,7 @@ func TestOpenAPIValidatesLifecycle(t *testing.T) {
 	call(asNobody, "GET", p+"/turns/"+tv.TurnID, nil, 401)
 	call(w, "GET", p+"/projection/feed", nil, 403)
 	call(asAdmin, "GET", p+"/turns/nope", nil, 404)
+	call(asAdmin, "GET", "/admin/v1/projects", nil, 200)
 	call(w, "POST", p+"/turns/"+tv.TurnID+":finish", map[string]any{"claim": c.Claim, "outcome": "succeeded"}, 409)
 	call(w, "POST", p+"/agents/w/claims:claim?wait=2m", map[string]any{"agent": ref("p", "w")}, 422)
 

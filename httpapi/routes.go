@@ -17,6 +17,7 @@ func (s *Server) routes() {
 	r.Handle(http.MethodGet, "/metrics", s.public(s.metrics))
 
 	// Admin surface.
+	r.Handle(http.MethodGet, "/admin/v1/projects", s.admin(s.listProjects))
 	r.Handle(http.MethodPost, "/admin/v1/projects/:project_id/agent-credential-tokens:request", s.admin(s.requestCredentialTokens))
 	r.Handle(http.MethodPost, "/admin/v1/projects/:project_id/agent-join-invites", s.admin(s.createInvite))
 	r.Handle(http.MethodPost, "/admin/v1/agent-joins:redeem", s.public(s.redeemJoin))

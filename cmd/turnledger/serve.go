@@ -49,6 +49,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		backend = "NATS at " + redactURL(cfg.NATSURL)
 	}
 	fmt.Fprintf(stdout, "turnledger serving on %s, ledger on %s, projections in %s/projections.db\n", s.URL(), backend, cfg.DataDir)
+	fmt.Fprintf(stdout, "web console: %s/console/ (sign in with the admin bearer token)\n", s.URL())
 	if s.tokenPath != "" {
 		fmt.Fprintf(stdout, "admin bearer token: in %s (set TURNLEDGER_ADMIN_TOKEN to choose your own)\n", s.tokenPath)
 	} else {
