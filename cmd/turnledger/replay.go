@@ -24,17 +24,15 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dataDir := fs.String("data", "./data", "data directory of the turnledger serve whose projections to rebuild")
 	natsURL := fs.String("nats-url", "", "the NATS server serve uses, when it is not the embedded one")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: turnledger replay [flags]")
-		fmt.Fprintln(stderr, "\nRebuilds every projection from ledger_seq 1 into a new file and swaps it in.")
-		fmt.Fprintln(stderr, "Stop turnledger serve on the same data directory first.")
-		fmt.Fprintln(stderr, "\nFlags:")
+		w := fs.Output()
+		fmt.Fprintln(w, "Usage: turnledger replay [flags]")
+		fmt.Fprintln(w, "\nRebuilds every projection from ledger_seq 1 into a new file and swaps it in.")
+		fmt.Fprintln(w, "Stop turnledger serve on the same data directory first.")
+		fmt.Fprintln(w, "\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: replay takes no arguments", errUsage)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -70,13 +69,8 @@ func tenantsMain(ctx context.Context, args []string, getenv func(string) string,
 	var positional []string
 	rest := args[1:]
 	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(stdout)
-				fs.Usage()
-				return nil
-			}
-			return &runtimeExit{code: 2}
+		if help, err := parseFlags(fs, rest, stdout); help || err != nil {
+			return err
 		}
 		if fs.NArg() == 0 {
 			break
