@@ -42,6 +42,15 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, out io.Writer) error {
 	live := filepath.Join(dataDir, "projections.db")
+	// Replay rebuilds from an existing ledger; it never makes a data
+	// directory. Embedded, the directory must hold the ledger (nats/) or the
+	// projections of one.
+	if _, err := os.Stat(dataDir); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("the data directory %s does not exist, so it holds no ledger: give the --data of the turnledger serve whose projections to rebuild", dataDir)
+	}
+	if natsURL == "" && !exists(filepath.Join(dataDir, "nats")) && !exists(live) {
+		return fmt.Errorf("%s holds no turnledger ledger (neither nats/ nor projections.db): give the --data of the turnledger serve whose projections to rebuild", dataDir)
+	}
 	// Make sure no serve holds the live file: bbolt locks it.
 	pcfg := projection.DefaultConfig()
 	pcfg.OpenTimeout = time.Second
@@ -85,4 +94,9 @@ func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, ou
 	}
 	fmt.Fprintf(out, "rebuilt %s in %s\n", live, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -96,6 +97,13 @@ func tenantsMain(ctx context.Context, args []string, getenv func(string) string,
 	path, err := resolveDBPath(*db, dbURL, name)
 	if err != nil {
 		return &runtimeExit{code: 1, msg: "turnledger tenants: " + err.Error()}
+	}
+	// Only add writes a new tenant: every other subcommand reads or changes
+	// tenants that must already be there, and never creates a store.
+	if sub != "add" {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return &runtimeExit{code: 1, msg: fmt.Sprintf("turnledger tenants %s: no runtime database at %s (it is made by `turnledger runtime` or `turnledger tenants add`; choose another with --db, DATABASE_ADMIN_URL or DATABASE_URL)", sub, path)}
+		}
 	}
 	store, err := openStore(path)
 	if err != nil {
