@@ -170,3 +170,22 @@ func TestServeHelpPointsToTheRouteReference(t *testing.T) {
 		t.Errorf("serve --help names docs/api.md: %v", err)
 	}
 }
+
+// TestRuntimeTakesTheLoggerFlags: the runtime's own lines follow
+// --log-format and --log-level, like serve's.
+func TestRuntimeTakesTheLoggerFlags(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "runtime.db")
+	_, stderr := rtStartLogs(t, []string{"--addr", "127.0.0.1:0", "--db", db, "--log-format", "json"}, nil)
+	var first struct {
+		Level string `json:"level"`
+		Msg   string `json:"msg"`
+	}
+	line, _, _ := strings.Cut(stderr.String(), "\n")
+	if err := json.Unmarshal([]byte(line), &first); err != nil || first.Level != "WARN" || !strings.Contains(first.Msg, "APP_ENV is not set") {
+		t.Errorf("runtime --log-format json first line = %q (%v), want a JSON WARN about APP_ENV", line, err)
+	}
+	_, stderr = rtStartLogs(t, []string{"--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "r.db"), "--log-level", "error"}, nil)
+	if stderr.String() != "" {
+		t.Errorf("runtime --log-level error logged %q, want nothing", stderr.String())
+	}
+}

@@ -99,7 +99,7 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 
 	logf := func(format string, a ...any) { logger.Info(fmt.Sprintf(format, a...)) }
 	if getenv("APP_ENV") == "" {
-		logf("turnledger runtime: APP_ENV is not set; using the local defaults (debug authentication allowed). Set APP_ENV=staging or production on a server.")
+		logger.Warn("turnledger runtime: APP_ENV is not set; using the local defaults (debug authentication allowed). Set APP_ENV=staging or production on a server.")
 	}
 	var store authn.Store
 	bs, err := openStore(dbPath)
@@ -110,7 +110,7 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 	case cfg.DatabaseRequired:
 		return configExit("runtime", []string{"DATABASE_REQUIRED is true but the database cannot be opened: " + err.Error()})
 	default:
-		logf("turnledger runtime: warning: running without a database (%v); tickets answer 503", err)
+		logger.Warn("turnledger runtime: running without a database; tickets answer 503", "err", err)
 	}
 	if cfg.Mode == authn.ModeHosted && store != nil {
 		if err := authn.CheckHostedTenant(ctx, cfg, store); err != nil {
