@@ -97,6 +97,9 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, project stri
 // only when it looks like one, so that a token sent without a scheme is
 // never echoed.
 func bearerProblem(r *http.Request) string {
+	if len(r.Header.Values("Authorization")) > 1 {
+		return "the Authorization header is given more than once"
+	}
 	h := strings.TrimSpace(r.Header.Get("Authorization"))
 	if h == "" {
 		return ""

@@ -30,12 +30,16 @@ func TestWrongAuthorizationSchemeIsNamed(t *testing.T) {
 			false, basic + "; the admin surface requires Authorization: Bearer <admin token>"},
 		{"agent, token without a scheme", "GET", "/v3r1/projects/p1/agents/worker", w.token, true, noForm},
 		{"agent, Bearer without a token", "GET", "/v3r1/projects/p1/agents/worker", "Bearer", true, "the Authorization header has no token after Bearer"},
+		{"admin surface, two headers", "POST", "/admin/v1/projects/p1/agent-join-invites", "Bearer " + adminToken + "|Bearer " + adminToken,
+			false, "the Authorization header is given more than once; the admin surface requires Authorization: Bearer <admin token>"},
 	} {
 		req, err := http.NewRequest(tc.method, e.url+tc.path, strings.NewReader("{}"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Authorization", tc.auth)
+		for _, a := range strings.Split(tc.auth, "|") {
+			req.Header.Add("Authorization", a)
+		}
 		if tc.agent {
 			req.Header.Set(httpapi.HeaderProject, "p1")
 			req.Header.Set(httpapi.HeaderAgent, "worker")
