@@ -71,7 +71,7 @@ func (v *verbRouter) Handle(method, pattern string, h httprouter.Handle) {
 		t.PanicHandler = v.panics
 		v.trees[verb] = t
 	}
-	t.Handle(method, path, h)
+	t.Handle(method, path, withPattern(pattern, h))
 }
 
 func (v *verbRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {

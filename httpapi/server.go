@@ -188,6 +188,9 @@ func (s *Server) public(h handler) httprouter.Handle {
 func (s *Server) admin(h handler) httprouter.Handle {
 	return s.public(func(w http.ResponseWriter, c *call) error {
 		if _, ok := bearer(c.r); !ok {
+			if msg := bearerProblem(c.r); msg != "" {
+				return kernel.Errorf(kernel.Unauthorized, "%s; the admin surface requires Authorization: Bearer <admin token>", msg)
+			}
 			return kernel.Errorf(kernel.Unauthorized, "the admin surface requires Authorization: Bearer <admin token>")
 		}
 		if !s.isAdmin(c.r) {

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -36,6 +37,7 @@ func commands() []command {
 		{"monitor", "serve the query monitor", runMonitor},
 		{"catalogue", "serve the partner subcategory listing", runCatalogue},
 		{"deployconfig", "validate deployment configuration files (validate|schema)", runDeployconfig},
+		{"version", "print the version, VCS revision and embedded NATS server version", runVersion},
 	}
 }
 
@@ -61,6 +63,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = []string{"version"}
+	}
 	for _, c := range commands() {
 		if c.name != args[0] {
 			continue
@@ -76,7 +81,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			return ec.ExitCode()
 		case errors.Is(err, errUsage):
-			fmt.Fprintln(stderr, err)
+			fmt.Fprintln(stderr, strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 			return 2
 		default:
 			fmt.Fprintf(stderr, "turnledger %s: %v\n", c.name, err)

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -40,18 +39,18 @@ func runMonitor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	addr := fs.String("addr", monitor.DefaultAddr, "address to serve the API on")
 	dataPath := fs.String("data", "./"+monitor.DefaultDataPath, "bbolt file keeping errors and run history")
 	noScheduler := fs.Bool("no-scheduler", false, "serve the API without running queries on schedule")
-	printUsage := func(w io.Writer) {
-		fmt.Fprint(w, monitorUsage)
-		fs.SetOutput(w)
+	var logOpts logOptions
+	logOpts.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), monitorUsage)
 		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout)
-			return nil
-		}
-		return fmt.Errorf("%w: turnledger monitor: %v (see --help)", errUsage, err)
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
+	}
+	logger, err := logOpts.logger(stderr)
+	if err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: turnledger monitor: unexpected argument %q (see --help)", errUsage, fs.Arg(0))
@@ -67,7 +66,7 @@ func runMonitor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cfg := monitor.DefaultConfig()
 	cfg.File = file
 	cfg.DataPath = *dataPath
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	cfg.Logger = logger
 	for _, name := range file.SecretEnvNames() {
 		if v, ok := os.LookupEnv(name); ok {
 			cfg.Secrets[name] = v

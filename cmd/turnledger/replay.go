@@ -24,17 +24,15 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dataDir := fs.String("data", "./data", "data directory of the turnledger serve whose projections to rebuild")
 	natsURL := fs.String("nats-url", "", "the NATS server serve uses, when it is not the embedded one")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: turnledger replay [flags]")
-		fmt.Fprintln(stderr, "\nRebuilds every projection from ledger_seq 1 into a new file and swaps it in.")
-		fmt.Fprintln(stderr, "Stop turnledger serve on the same data directory first.")
-		fmt.Fprintln(stderr, "\nFlags:")
+		w := fs.Output()
+		fmt.Fprintln(w, "Usage: turnledger replay [flags]")
+		fmt.Fprintln(w, "\nRebuilds every projection from ledger_seq 1 into a new file and swaps it in.")
+		fmt.Fprintln(w, "Stop turnledger serve on the same data directory first.")
+		fmt.Fprintln(w, "\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: replay takes no arguments", errUsage)
@@ -44,6 +42,15 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, out io.Writer) error {
 	live := filepath.Join(dataDir, "projections.db")
+	// Replay rebuilds from an existing ledger; it never makes a data
+	// directory. Embedded, the directory must hold the ledger (nats/) or the
+	// projections of one.
+	if _, err := os.Stat(dataDir); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("the data directory %s does not exist, so it holds no ledger: give the --data of the turnledger serve whose projections to rebuild", dataDir)
+	}
+	if natsURL == "" && !exists(filepath.Join(dataDir, "nats")) && !exists(live) {
+		return fmt.Errorf("%s holds no turnledger ledger (neither nats/ nor projections.db): give the --data of the turnledger serve whose projections to rebuild", dataDir)
+	}
 	// Make sure no serve holds the live file: bbolt locks it.
 	pcfg := projection.DefaultConfig()
 	pcfg.OpenTimeout = time.Second
@@ -79,4 +86,9 @@ func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, ou
 	}
 	fmt.Fprintf(out, "rebuilt %s in %s\n", live, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

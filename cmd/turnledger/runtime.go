@@ -81,13 +81,14 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 		fmt.Fprintln(fs.Output())
 		fmt.Fprint(fs.Output(), runtimeEnv)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return nil
-		}
-		return &runtimeExit{code: 2, msg: ""}
+	var logOpts logOptions
+	logOpts.register(fs)
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
+	}
+	logger, err := logOpts.logger(stderr)
+	if err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &runtimeExit{code: 2, msg: fmt.Sprintf("turnledger runtime: unexpected argument %q", fs.Arg(0))}
@@ -105,9 +106,9 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 		return configExit("runtime", problems)
 	}
 
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	logf := func(format string, a ...any) { logger.Info(fmt.Sprintf(format, a...)) }
 	if getenv("APP_ENV") == "" {
-		logf("turnledger runtime: APP_ENV is not set; using the local defaults (debug authentication allowed). Set APP_ENV=staging or production on a server.")
+		logger.Warn("turnledger runtime: APP_ENV is not set; using the local defaults (debug authentication allowed). Set APP_ENV=staging or production on a server.")
 	}
 	var store authn.Store
 	bs, err := openRuntimeStore(ctx, db, getenv("DATABASE_ADMIN_URL"), logf)
@@ -120,7 +121,7 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 	case isMisconfigured(err):
 		return configExit("runtime", []string{err.Error()})
 	default:
-		logf("turnledger runtime: warning: running without a database (%v); tickets answer 503", err)
+		logger.Warn("turnledger runtime: running without a database; tickets answer 503", "err", err)
 	}
 	if cfg.Mode == authn.ModeHosted && store != nil {
 		if err := authn.CheckHostedTenant(ctx, cfg, store); err != nil {
@@ -148,6 +149,7 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return configExit("runtime", []string{err.Error()})
 	}
+	warnIfNotLoopback(logger, *addr)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)

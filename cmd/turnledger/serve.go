@@ -23,23 +23,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.ReapInterval, "reap-interval", cfg.ReapInterval, "how often expired claims are released (0 turns the reaper off)")
 	fs.BoolVar(&cfg.MetricsOpen, "metrics-public", false, "serve /metrics to any client (by default only to loopback clients)")
 	fs.IntVar(&cfg.Kernel.MaxDepth, "max-depth", cfg.Kernel.MaxDepth, "deepest child Turn")
+	var logOpts logOptions
+	logOpts.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: turnledger serve [flags]")
-		fmt.Fprintln(stderr, "\nServes the agent work coordination API. The admin bearer token is")
-		fmt.Fprintln(stderr, "TURNLEDGER_ADMIN_TOKEN, or else the one kept in <data>/admin-token (made on first start).")
-		fmt.Fprintln(stderr, "\nFlags:")
+		w := fs.Output()
+		fmt.Fprintln(w, "Usage: turnledger serve [flags]")
+		fmt.Fprintln(w, "\nServes the agent work coordination API. The admin bearer token is")
+		fmt.Fprintln(w, "TURNLEDGER_ADMIN_TOKEN, or else the one kept in <data>/admin-token (made on first start).")
+		fmt.Fprintln(w, "Every route, with who may call it, its body and its response: docs/api.md.")
+		fmt.Fprintln(w, "\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, strings.Join(fs.Args(), " "))
 	}
+	logger, err := logOpts.logger(stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	cfg.RequestLog = true
 	cfg.AdminToken = os.Getenv("TURNLEDGER_ADMIN_TOKEN")
+	warnIfNotLoopback(logger, cfg.Addr)
 	s, err := startService(ctx, cfg)
 	if err != nil {
 		return err

@@ -36,6 +36,7 @@ type serviceConfig struct {
 	Kernel       kernel.Config
 	Ledger       ledger.Config
 	Logger       *slog.Logger
+	RequestLog   bool // one log line per request (httpapi.RequestLog)
 }
 
 func defaultServiceConfig() serviceConfig {
@@ -137,7 +138,11 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	s.http = &http.Server{Handler: console.Mount(s.api), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	var handler http.Handler = console.Mount(s.api)
+	if cfg.RequestLog {
+		handler = httpapi.RequestLog(cfg.Logger, handler)
+	}
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

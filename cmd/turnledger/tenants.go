@@ -73,13 +73,8 @@ func tenantsMain(ctx context.Context, args []string, getenv func(string) string,
 	var positional []string
 	rest := args[1:]
 	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(stdout)
-				fs.Usage()
-				return nil
-			}
-			return &runtimeExit{code: 2}
+		if help, err := parseFlags(fs, rest, stdout); help || err != nil {
+			return err
 		}
 		if fs.NArg() == 0 {
 			break
@@ -105,6 +100,13 @@ func tenantsMain(ctx context.Context, args []string, getenv func(string) string,
 	target, err := resolveDB(*db, dbURL, name)
 	if err != nil {
 		return &runtimeExit{code: 1, msg: "turnledger tenants: " + err.Error()}
+	}
+	// Only add writes a new tenant: every other subcommand reads or changes
+	// tenants that must already be there, and never creates a store.
+	if sub != "add" && target.url == "" {
+		if _, err := os.Stat(target.path); errors.Is(err, os.ErrNotExist) {
+			return &runtimeExit{code: 1, msg: fmt.Sprintf("turnledger tenants %s: no runtime database at %s (it is made by `turnledger runtime` or `turnledger tenants add`; choose another with --db, DATABASE_ADMIN_URL or DATABASE_URL)", sub, target.path)}
+		}
 	}
 	store, err := openTenantAdmin(ctx, target)
 	if err != nil {
