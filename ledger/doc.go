@@ -23,11 +23,40 @@
 // or version the kernel does not know, or that sits on a subject other than
 // its own, is an error: nothing is ever skipped.
 //
-// The stream (default "TURNLEDGER", subjects "<prefix>.>") is created or
-// updated by Open with limits retention and no limits, DenyDelete and
-// DenyPurge (the ledger is append-only) and AllowDirect off (direct get puts
-// the subject in the request subject, where the wildcard of LastSeq cannot
-// go).
+// The stream (default "TURNLEDGER", subjects "<prefix>.>") is created by
+// Open when there is none, with Config's storage and replicas, limits
+// retention and no limits, DenyDelete and DenyPurge (the ledger is
+// append-only) and AllowDirect off (direct get puts the subject in the
+// request subject, where the wildcard of LastSeq cannot go). An existing
+// stream is never changed: its replicas and storage are whatever its maker
+// chose (Status reports them). Open refuses one the ledger cannot work on,
+// saying what to change: subjects that do not take "<prefix>.>", a retention
+// other than limits, limits that would drop events (max age, max messages
+// per subject, or max messages or bytes with discard old), direct get, a
+// mirror, a sealed stream.
+//
+// # Clusters and outages
+//
+// On a NATS cluster the stream has the replicas asked for when it is made (3
+// on 3 servers). While a replicated stream is between leaders (an election
+// after its leader's server stopped or crashed) or the connection is between
+// servers, JetStream answers nothing, "no responders", or "temporarily
+// unavailable". Every request of the Store to JetStream (publish, message
+// get, stream info) is bounded by Config.AttemptTimeout (1s) and asked again
+// while it fails that way, for up to Config.RetryFor (15s) in all; then the
+// Store gives up with a kernel.Unavailable error (503 with Retry-After to a
+// client). A leader that hands over on shutdown is replaced within a second;
+// after a crash the followers wait 4 to 9 seconds (nats-server 2.15's
+// election timeout) before they elect one.
+//
+// A publish that timed out may have been stored. Retrying it cannot store it
+// twice, since every attempt carries the same expectation, which a stored
+// copy breaks; and once an attempt has gone unanswered, a later refusal is
+// checked against the project's first event after the expected one: if that
+// is this very message (same subject, same bytes), the append succeeded.
+// Where the project moved but that event cannot be read yet (a proposal not
+// yet committed, perhaps our own), the Store asks again rather than report a
+// conflict.
 //
 // # Optimistic concurrency
 //

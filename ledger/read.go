@@ -44,7 +44,12 @@ func (s *Store) ReadProject(ctx context.Context, project string, after uint64, f
 	// A catch-up after a conflict is usually an event or two: get them one by
 	// one (one round trip each) rather than set up a consumer.
 	for range directReads {
-		m, err := s.stream.GetMsg(ctx, seen+1, jetstream.WithGetMsgSubject(filter))
+		var m *jetstream.RawStreamMsg
+		err := s.retry(ctx, "read "+project, func(ctx context.Context, _ bool) error {
+			var err error
+			m, err = s.stream.GetMsg(ctx, seen+1, jetstream.WithGetMsgSubject(filter))
+			return err
+		})
 		if err != nil {
 			return seen, fmt.Errorf("ledger: read %s after ledger_seq %d: %w", project, seen, err)
 		}

@@ -1,0 +1,150 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/turnledger/turnledger/kernel"
+)
+
+// JetStream API error codes that mean "not now": the stream or the cluster
+// is between leaders and will answer again shortly.
+const (
+	codeClusterNotAvailable  jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
+	codeStreamOffline        jetstream.ErrorCode = 10118 // stream is offline
+	codeStreamOfflineReason  jetstream.ErrorCode = 10194 // stream is offline: {reason}
+	codeLastSeqPerSubjectNot jetstream.ErrorCode = 10163 // expected last sequence per subject temporarily unavailable
+)
+
+// Backoff between attempts that failed at once (no responders, "temporarily
+// unavailable"); attempts that timed out have waited already.
+const (
+	minBackoff = 25 * time.Millisecond
+	maxBackoff = 250 * time.Millisecond
+)
+
+// unavailable reports whether err means that JetStream could not answer now
+// but may shortly: an attempt that timed out (a stream without a leader
+// does not answer at all), nobody listening (a reconnect, a server that is
+// going away), or an API error that says "temporarily".
+func unavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, errPending) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case codeClusterNotAvailable, codeStreamOffline, codeStreamOfflineReason, codeLastSeqPerSubjectNot:
+			return true
+		}
+	}
+	return false
+}
+
+// retry calls op with a context bounded by Config.AttemptTimeout until it
+// succeeds, fails for a reason other than unavailability, or Config.RetryFor
+// has passed since the first attempt; then it returns a kernel.Unavailable
+// error that wraps the last failure. It returns ctx's error as soon as ctx
+// ends. op learns whether an earlier attempt ended without an answer (it may
+// have taken effect).
+func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Context, again bool) error) error {
+	return retry(ctx, s.cfg, what, op)
+}
+
+// retry is Store.retry with cfg's bounds.
+func retry(ctx context.Context, cfg Config, what string, op func(ctx context.Context, again bool) error) error {
+	deadline := time.Now().Add(cfg.RetryFor)
+	backoff := minBackoff
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, cfg.AttemptTimeout)
+		err := op(actx, attempt > 0)
+		cancel()
+		if err == nil || !unavailable(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%w: %w", kernel.Errorf(kernel.Unavailable,
+				"the ledger's NATS JetStream did not answer for %v (%s); retry later", cfg.RetryFor, what), err)
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			continue // the attempt has waited already
+		}
+		t := time.NewTimer(min(backoff, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// errPending is an append that JetStream refused because the project's
+// last sequence moved, while no event after the expected one can be read
+// yet: a proposal (perhaps an earlier attempt of this very append) is
+// neither stored nor dropped. It is retried like an outage.
+var errPending = errors.New("ledger: the project moved, but its new event cannot be read yet")
+
+// errDuplicate is a publish the server reported as a duplicate of another
+// message with the same id.
+var errDuplicate = errors.New("ledger: duplicate message id")
+
+// publish publishes msg, the project's next event after expectLast, with
+// opts, retrying while JetStream is unavailable, and returns its ledger_seq.
+//
+// An attempt that ends without an answer may have been stored anyway. Every
+// attempt carries an expectation that the stored event would break, so at
+// most one copy can be stored, and if one is, it is the project's first
+// event after expectLast: once an attempt has gone unanswered, a refusal
+// (wrong last sequence, or a duplicate message id) is checked against that
+// event, and if it is msg, the append succeeded. With perProject (the
+// expectation is on the project itself), a refusal where no such event can
+// be read yet is retried: the refusing server counts a proposal that is not
+// stored yet, possibly our own.
+func (s *Store) publish(ctx context.Context, project string, expectLast uint64, msg *nats.Msg, perProject bool, opts ...jetstream.PublishOpt) (uint64, error) {
+	var seq uint64
+	uncertain := false
+	err := s.retry(ctx, "append to "+project, func(ctx context.Context, again bool) error {
+		uncertain = uncertain || again
+		ack, err := s.js.PublishMsg(ctx, msg, opts...)
+		switch {
+		case err == nil && !ack.Duplicate:
+			seq = ack.Sequence
+			return nil
+		case err == nil:
+			err = errDuplicate
+		case !isWrongLastSeq(err):
+			return err
+		}
+		if !uncertain {
+			return err
+		}
+		m, gerr := s.stream.GetMsg(ctx, expectLast+1, jetstream.WithGetMsgSubject(s.projectFilter(project)))
+		switch {
+		case errors.Is(gerr, jetstream.ErrMsgNotFound) && perProject:
+			return errPending
+		case errors.Is(gerr, jetstream.ErrMsgNotFound):
+			return err
+		case gerr != nil:
+			return gerr
+		case m.Subject == msg.Subject && bytes.Equal(m.Data, msg.Data):
+			seq = m.Sequence // an unanswered attempt was stored
+			return nil
+		}
+		return err
+	})
+	return seq, err
+}
