@@ -21,6 +21,13 @@ import (
 // drop the consumer under the reader, which would then recreate it.
 const readInactive = time.Minute
 
+// The pull requests of reads: a short heartbeat, so that a lost consumer is
+// noticed within about a second.
+const (
+	pullExpiry    = 3 * time.Second
+	pullHeartbeat = 500 * time.Millisecond
+)
+
 // directReads is how many events ReadProject gets one by one before it sets
 // up an ordered consumer for the rest.
 const directReads = 4
@@ -161,6 +168,11 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 		}
 	},
 		jetstream.PullMaxMessages(max(size, 500)),
+		// A consumer whose server went away (a cluster lost a node) is
+		// noticed by two missed heartbeats and recreated on another; the
+		// client's default (5s) would stall a follower for 10s.
+		jetstream.PullExpiry(pullExpiry),
+		jetstream.PullHeartbeat(pullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			mu.Lock()
 			lastErr = err

@@ -111,9 +111,12 @@ var errDuplicate = errors.New("ledger: duplicate message id")
 // event after expectLast: once an attempt has gone unanswered, a refusal
 // (wrong last sequence, or a duplicate message id) is checked against that
 // event, and if it is msg, the append succeeded. With perProject (the
-// expectation is on the project itself), a refusal where no such event can
-// be read yet is retried: the refusing server counts a proposal that is not
-// stored yet, possibly our own.
+// expectation is on the project itself), every refusal is checked: where no
+// event after expectLast can be read yet, the refusing server counts a
+// proposal that is not stored yet (after a leader change, an entry of the
+// old leader's term; perhaps our own), and the publish is retried rather
+// than reported as a conflict, which the engine would only catch up on,
+// find nothing new, and lose again until it gave up.
 func (s *Store) publish(ctx context.Context, project string, expectLast uint64, msg *nats.Msg, perProject bool, opts ...jetstream.PublishOpt) (uint64, error) {
 	var seq uint64
 	uncertain := false
@@ -129,7 +132,7 @@ func (s *Store) publish(ctx context.Context, project string, expectLast uint64, 
 		case !isWrongLastSeq(err):
 			return err
 		}
-		if !uncertain {
+		if !uncertain && !perProject {
 			return err
 		}
 		m, gerr := s.stream.GetMsg(ctx, expectLast+1, jetstream.WithGetMsgSubject(s.projectFilter(project)))

@@ -28,7 +28,8 @@ import (
 type serviceConfig struct {
 	Addr         string        // listen address of the API
 	DataDir      string        // projections, the admin token, and the embedded NATS store
-	NATSURL      string        // an existing NATS server; empty starts the embedded one
+	NATSURL      string        // an existing NATS server or cluster (comma-separated URLs); empty starts the embedded one
+	NATSAuth     natsAuth      // credentials and TLS for NATSURL
 	AdminToken   string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
 	ReapInterval time.Duration // 0 turns the background reaper off
 	Kernel       kernel.Config
@@ -64,6 +65,7 @@ type service struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	lag    lagWatch
 
 	mu         sync.Mutex
 	lastReap   time.Time
@@ -88,7 +90,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 			return nil, err
 		}
 	}
-	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.Ledger); err != nil {
+	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.NATSAuth, cfg.Ledger); err != nil {
 		return nil, err
 	}
 	if s.store, err = projection.Open(filepath.Join(cfg.DataDir, "projections.db"), projection.DefaultConfig()); err != nil {
@@ -147,7 +149,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 // openLedger connects to NATS — the embedded server with its store under
 // dataDir/nats, or the server at natsURL — and opens the ledger on it. On
 // error everything opened is closed again.
-func openLedger(ctx context.Context, dataDir, natsURL string, cfg ledger.Config) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
+func openLedger(ctx context.Context, dataDir, natsURL string, auth natsAuth, cfg ledger.Config) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
 	defer func() {
 		if err != nil {
 			if nc != nil {
@@ -165,8 +167,8 @@ func openLedger(ctx context.Context, dataDir, natsURL string, cfg ledger.Config)
 		if nc, err = emb.Connect(); err != nil {
 			return nil, nil, nil, err
 		}
-	} else if nc, err = nats.Connect(natsURL, nats.Name("turnledger"), nats.MaxReconnects(-1)); err != nil {
-		return nil, nil, nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(natsURL), err)
+	} else if nc, err = nats.Connect(natsURL, auth.options()...); err != nil {
+		return nil, nil, nil, fmt.Errorf("connect to NATS at %s: %w", redactURLs(natsURL), err)
 	}
 	if l, err = ledger.Open(ctx, nc, cfg); err != nil {
 		return nil, nil, nil, err
@@ -241,6 +243,10 @@ type readiness struct {
 	Backend     backendReport   `json:"backend"`
 	Projections projectionState `json:"projections"`
 	Reaper      reaperReport    `json:"reaper"`
+	// Stream is the ledger stream's own status: its replicas, storage and
+	// leader (absent when it cannot be read).
+	Stream *ledger.StreamStatus `json:"stream,omitempty"`
+	Lag    lagReport            `json:"projection_lag"`
 }
 
 type backendReport struct {
@@ -279,14 +285,20 @@ func (s *service) ready(ctx context.Context) (any, bool) {
 	r := readiness{Status: "ready"}
 	r.Backend = backendReport{Kind: "embedded", Server: s.nc.ConnectedServerVersion(), Stream: s.cfg.Ledger.Stream, Expectation: string(s.ledger.Mode())}
 	if s.embedded == nil {
-		r.Backend.Kind, r.Backend.URL = "external", redactURL(s.cfg.NATSURL)
+		r.Backend.Kind, r.Backend.URL = "external", redactURLs(s.cfg.NATSURL)
 	}
-	head, err := s.ledger.Head(ctx)
+	stream, err := s.ledger.Status(ctx)
 	if err != nil {
 		r.Status, r.Backend.Error = "not_ready", err.Error()
+	} else {
+		r.Stream = &stream
 	}
+	head := stream.Head
 	r.Backend.LedgerHead = head
 	st := s.projector.Status()
+	if r.Lag = s.lag.check(s.cfg.Kernel.Now(), head, st.Checkpoint); err == nil && !r.Lag.WithinBound {
+		r.Status = "not_ready"
+	}
 	r.Projections = projectionState{AppliedSeq: st.Checkpoint, Failing: st.Failing, LastError: st.LastError}
 	if head > st.Checkpoint {
 		r.Projections.Lag = head - st.Checkpoint
