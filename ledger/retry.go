@@ -3,6 +3,8 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -98,6 +100,20 @@ func retry(ctx context.Context, cfg Config, what string, op func(ctx context.Con
 // neither stored nor dropped. It is retried like an outage.
 var errPending = errors.New("ledger: the project moved, but its new event cannot be read yet")
 
+// sameMsg reports whether the stored m is msg: same subject, same append
+// nonce, same bytes.
+func sameMsg(m *jetstream.RawStreamMsg, msg *nats.Msg) bool {
+	return m.Subject == msg.Subject && m.Header.Get(HeaderNonce) == msg.Header.Get(HeaderNonce) && bytes.Equal(m.Data, msg.Data)
+}
+
+// nonce is a random token that tells one Append's message from any other,
+// even one of identical content.
+func nonce() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // errDuplicate is a publish the server reported as a duplicate of another
 // message with the same id.
 var errDuplicate = errors.New("ledger: duplicate message id")
@@ -110,7 +126,8 @@ var errDuplicate = errors.New("ledger: duplicate message id")
 // most one copy can be stored, and if one is, it is the project's first
 // event after expectLast: once an attempt has gone unanswered, a refusal
 // (wrong last sequence, or a duplicate message id) is checked against that
-// event, and if it is msg, the append succeeded. With perProject (the
+// event, and if it is msg (same subject, nonce and bytes), the append
+// succeeded. With perProject (the
 // expectation is on the project itself), every refusal is checked: where no
 // event after expectLast can be read yet, the refusing server counts a
 // proposal that is not stored yet (after a leader change, an entry of the
@@ -135,17 +152,32 @@ func (s *Store) publish(ctx context.Context, project string, expectLast uint64, 
 		if !uncertain && !perProject {
 			return err
 		}
-		m, gerr := s.stream.GetMsg(ctx, expectLast+1, jetstream.WithGetMsgSubject(s.projectFilter(project)))
+		filter := s.projectFilter(project)
+		m, gerr := s.stream.GetMsg(ctx, expectLast+1, jetstream.WithGetMsgSubject(filter))
 		switch {
-		case errors.Is(gerr, jetstream.ErrMsgNotFound) && perProject:
-			return errPending
-		case errors.Is(gerr, jetstream.ErrMsgNotFound):
-			return err
-		case gerr != nil:
-			return gerr
-		case m.Subject == msg.Subject && bytes.Equal(m.Data, msg.Data):
+		case gerr == nil && uncertain && sameMsg(m, msg):
 			seq = m.Sequence // an unanswered attempt was stored
 			return nil
+		case gerr == nil:
+			return err // another writer's event: a real conflict
+		case !errors.Is(gerr, jetstream.ErrMsgNotFound):
+			return gerr
+		case !perProject:
+			return err
+		}
+		// Nothing after expectLast can be read. If the project is where it
+		// was expected, the refusal counts a proposal not stored yet.
+		last, lerr := s.stream.GetLastMsgForSubject(ctx, filter)
+		switch {
+		case errors.Is(lerr, jetstream.ErrMsgNotFound):
+			if expectLast == 0 {
+				return errPending
+			}
+			return err
+		case lerr != nil:
+			return lerr
+		case last.Sequence == expectLast:
+			return errPending
 		}
 		return err
 	})

@@ -34,6 +34,7 @@ const (
 	HeaderType    = "Tl-Type"    // the event's type, e.g. "turn.claimed"
 	HeaderVersion = "Tl-Version" // the event's schema version, e.g. "1"
 	HeaderID      = "Tl-Id"      // the aggregate's id, e.g. "turn_01…"
+	HeaderNonce   = "Tl-Nonce"   // random per Append: tells a retried publish's own message from any other
 )
 
 // Server versions that matter.
@@ -208,6 +209,7 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 			HeaderType:    []string{e.Type},
 			HeaderVersion: []string{strconv.Itoa(e.V)},
 			HeaderID:      []string{e.ID},
+			HeaderNonce:   []string{nonce()},
 		},
 	}
 	if s.mode == ExpectProject {

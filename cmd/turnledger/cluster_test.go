@@ -47,7 +47,7 @@ func startClusterService(t *testing.T, urls string, replicas int, tune func(*ser
 	cfg.ReapInterval = 0
 	cfg.Ledger.Replicas = replicas
 	cfg.Ledger.Storage = ledger.MemoryStorage
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -83,10 +83,10 @@ func do(base, method, path string, headers map[string]string, body any) (int, []
 	return resp.StatusCode, data, resp.Header.Get("Retry-After"), err
 }
 
-// dispatchBody is a Turn dispatch from req to worker in p1 with key.
-func dispatchBody(key string) map[string]any {
+// dispatchBody is a Turn dispatch from req to worker in project with key.
+func dispatchBody(project, key string) map[string]any {
 	return map[string]any{
-		"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "worker"), "input": map[string]any{"k": key},
+		"requested_by": agentRef(project, "req"), "target_agent": agentRef(project, "worker"), "input": map[string]any{"k": key},
 		"turn_kind": "summarize", "dispatch_key": key, "authority": map[string]any{"mode": "root_request", "request_id": key},
 	}
 }
@@ -149,6 +149,7 @@ func readyz(t *testing.T, s *service) (int, readiness) {
 
 // result is one dispatch as the client saw it.
 type result struct {
+	project    string
 	key        string
 	turnID     string
 	status     int
@@ -176,8 +177,11 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	leader := c.WaitStreamLeader("TURNLEDGER", 20*time.Second)
 
 	admin := client{t: t, base: a.URL(), headers: map[string]string{"Authorization": "Bearer " + clusterAdminToken}}
-	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
-	agentClient(t, admin, "p1", "worker", 1)
+	reqs := map[string]client{}
+	for _, p := range []string{"p1", "p2"} {
+		reqs[p] = agentClient(t, admin, p, "req", 1, "turns:dispatch", "projections:read")
+		agentClient(t, admin, p, "worker", 1)
+	}
 	caughtUp(t, a, b)
 
 	var (
@@ -189,7 +193,11 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 4 {
-		base := []*service{a, b}[w%2].URL()
+		// Each instance writes its own project, two clients each. (Two
+		// instances racing on one project can lose a command to contention:
+		// the engine gives up after Config.MaxAttempts lost races, which is
+		// not what this test is about.)
+		base, project := []*service{a, b}[w%2].URL(), []string{"p1", "p2"}[w%2]
 		wg.Go(func() {
 			for n := 0; ; n++ {
 				select {
@@ -199,8 +207,8 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 				}
 				key := fmt.Sprintf("w%d-%d", w, n)
 				start := time.Now()
-				code, body, _, err := do(base, "POST", "/v3r1/projects/p1/turns:dispatch", req.headers, dispatchBody(key))
-				r := result{key: key, status: code, start: start, end: time.Now()}
+				code, body, _, err := do(base, "POST", "/v3r1/projects/"+project+"/turns:dispatch", reqs[project].headers, dispatchBody(project, key))
+				r := result{project: project, key: key, status: code, start: start, end: time.Now()}
 				if err != nil {
 					r.status = -1
 				}
@@ -302,7 +310,7 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 			if r.turnID == "" {
 				continue
 			}
-			if code, body, _, err := do(s.URL(), "GET", "/v3r1/projects/p1/turns/"+r.turnID, req.headers, nil); err != nil || code != http.StatusOK {
+			if code, body, _, err := do(s.URL(), "GET", "/v3r1/projects/"+r.project+"/turns/"+r.turnID, reqs[r.project].headers, nil); err != nil || code != http.StatusOK {
 				t.Errorf("GET Turn %s on %s = %d %s %v, want 200", r.turnID, s.URL(), code, body, err)
 			}
 		}
@@ -336,7 +344,7 @@ func TestClusterServeLeavesAnExistingStreamAlone(t *testing.T) {
 	admin := client{t: t, base: s.URL(), headers: map[string]string{"Authorization": "Bearer " + clusterAdminToken}}
 	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
 	agentClient(t, admin, "p1", "worker", 1)
-	req.call("POST", "/v3r1/projects/p1/turns:dispatch", dispatchBody("k1"), 200)
+	req.call("POST", "/v3r1/projects/p1/turns:dispatch", dispatchBody("p1", "k1"), 200)
 
 	st, err := js.Stream(t.Context(), "TURNLEDGER")
 	if err != nil {
@@ -353,7 +361,7 @@ func TestClusterServeLeavesAnExistingStreamAlone(t *testing.T) {
 	for _, srv := range c.Servers[1:] {
 		c.Kill(srv)
 	}
-	code, body, retryAfter, err := do(s.URL(), "POST", "/v3r1/projects/p1/turns:dispatch", req.headers, dispatchBody("k2"))
+	code, body, retryAfter, err := do(s.URL(), "POST", "/v3r1/projects/p1/turns:dispatch", req.headers, dispatchBody("p1", "k2"))
 	var e struct {
 		Error string `json:"error"`
 	}
