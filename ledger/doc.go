@@ -9,7 +9,8 @@
 // wildcard or a space is ErrInvalidID, never a new subject. The body is
 // kernel.MarshalEvent's JSON; the type, schema version and aggregate id travel
 // in the Tl-Type, Tl-Version and Tl-Id headers too, so a consumer can route
-// without decoding.
+// without decoding. Tl-Nonce is random per Append (see "Clusters and
+// outages").
 //
 // The aggregate id is deliberately not a subject token, a departure from the
 // "<prefix>.<project>.turn.<turn_id>" of DESIGN.md. JetStream checks the
@@ -53,7 +54,8 @@
 // twice, since every attempt carries the same expectation, which a stored
 // copy breaks; and once an attempt has gone unanswered, a later refusal is
 // checked against the project's first event after the expected one: if that
-// is this very message (same subject, same bytes), the append succeeded.
+// is this very message (same subject, Tl-Nonce and bytes), the append
+// succeeded.
 // Where the project moved but that event cannot be read yet (a proposal not
 // yet committed, perhaps our own), the Store asks again rather than report a
 // conflict.
@@ -112,8 +114,7 @@
 // Head is one stream info. ReadProject first calls LastSeq and returns at once
 // when nothing is newer than after; it gets up to four events one by one (a
 // catch-up after a conflict is usually one or two), then reads the rest with
-// an ordered consumer filtered on the project and starting at the next
-// sequence, and stops at the last ledger_seq LastSeq gave: it never waits on a
+// a consumer filtered on the project and starting at the next sequence, and stops at the last ledger_seq LastSeq gave: it never waits on a
 // timeout. ReadAll (for the replay tool) reads the whole stream up to the head
 // at call time and hands that head to fn for progress. Follow reads the whole
 // stream from a sequence on and keeps following, handing fn batches of as many
@@ -123,7 +124,17 @@
 // to GOMAXPROCS goroutines (decoding the kernel's JSON is most of a read's
 // cost) and hands them to fn in order.
 //
-// Every read deletes its ordered consumer when it ends: the server counts
+// A read's consumer is what the client's ordered consumer would make (in
+// memory, one replica, no acks), but made by the Store with a short bound
+// per attempt; the read checks that consumer sequences follow each other and
+// pulls with 500 ms heartbeats. When its server goes away (two heartbeats
+// missed) or a message is skipped, the read makes a new consumer after the
+// last event it handed over, and gives up with kernel.Unavailable after
+// Config.RetryFor without progress. (The client's ordered consumer recreates
+// itself with a 10 s bound per attempt, which stalled projections for 11 s
+// when the request met a server going away.)
+//
+// Every read deletes its consumer when it ends: the server counts
 // ephemeral consumers against a limit (1000 per stream by default) until they
 // have been idle for their inactive threshold, and a busy engine would
 // otherwise exhaust it.

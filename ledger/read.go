@@ -16,7 +16,7 @@ import (
 	"github.com/turnledger/turnledger/kernel"
 )
 
-// readInactive is how long the server keeps the ordered consumer of a bounded
+// readInactive is how long the server keeps the consumer of a
 // read (ReadProject, ReadAll) once nobody pulls from it. Reads delete their
 // consumer when they end; this is the backstop when the delete cannot happen
 // (the process died). Longer than any pause of a slow fn, or the server would
@@ -31,7 +31,7 @@ const (
 )
 
 // directReads is how many events ReadProject gets one by one before it sets
-// up an ordered consumer for the rest.
+// up a consumer for the rest.
 const directReads = 4
 
 // ReadProject calls fn with every event of project whose ledger_seq is
