@@ -154,3 +154,10 @@ func newTestPKI(t *testing.T) testPKI {
 		},
 	}
 }
+
+func TestRedactURLsHidesEveryPassword(t *testing.T) {
+	got := redactURLs("nats://tl:s3cret@n1:4222, nats://n2:4222,tls://u:pw2@n3:4222")
+	if want := "nats://tl:xxxxx@n1:4222,nats://n2:4222,tls://u:xxxxx@n3:4222"; got != want {
+		t.Errorf("redactURLs(...) = %q, want %q", got, want)
+	}
+}
