@@ -114,6 +114,13 @@ func nonce() string {
 	return hex.EncodeToString(b[:])
 }
 
+// refusedBefore reports whether the last append to project refused for a
+// wrong last sequence expected expectLast too, and remembers this one.
+func (s *Store) refusedBefore(project string, expectLast uint64) bool {
+	prev, ok := s.refused.Swap(project, expectLast)
+	return ok && prev.(uint64) == expectLast
+}
+
 // errDuplicate is a publish the server reported as a duplicate of another
 // message with the same id.
 var errDuplicate = errors.New("ledger: duplicate message id")
@@ -128,7 +135,8 @@ var errDuplicate = errors.New("ledger: duplicate message id")
 // (wrong last sequence, or a duplicate message id) is checked against that
 // event, and if it is msg (same subject, nonce and bytes), the append
 // succeeded. With perProject (the
-// expectation is on the project itself), every refusal is checked: where no
+// expectation is on the project itself), a refusal at an expectation refused
+// already (the writer caught up and found nothing new) is checked: where no
 // event after expectLast can be read yet, the refusing server counts a
 // proposal that is not stored yet (after a leader change, an entry of the
 // old leader's term; perhaps our own), and the publish is retried rather
@@ -143,13 +151,19 @@ func (s *Store) publish(ctx context.Context, project string, expectLast uint64, 
 		switch {
 		case err == nil && !ack.Duplicate:
 			seq = ack.Sequence
+			s.refused.Delete(project)
 			return nil
 		case err == nil:
 			err = errDuplicate
 		case !isWrongLastSeq(err):
 			return err
 		}
-		if !uncertain && !perProject {
+		if !uncertain && (!perProject || !s.refusedBefore(project, expectLast)) {
+			// The first refusal at expectLast is a conflict, at once: a
+			// writer that lost a race should catch up without an extra round
+			// trip, or it keeps losing to one that need not. Only if it comes
+			// back with the same expectation (it found nothing new) is the
+			// refusal looked into.
 			return err
 		}
 		filter := s.projectFilter(project)

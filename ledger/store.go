@@ -55,6 +55,10 @@ type Store struct {
 
 	mu    sync.Mutex // ExpectStream mode: serializes appends, guards heads
 	heads heads
+
+	// refused is, per project, the expectation of its last append refused
+	// for a wrong last sequence (deleted on a success).
+	refused sync.Map
 }
 
 // Open checks the server version, creates the stream if there is none (with

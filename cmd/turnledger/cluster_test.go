@@ -194,11 +194,9 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 4 {
-		// Each instance writes its own project, two clients each. (Two
-		// instances racing on one project can lose a command to contention:
-		// the engine gives up after Config.MaxAttempts lost races, which is
-		// not what this test is about.)
-		base, project := []*service{a, b}[w%2].URL(), []string{"p1", "p2"}[w%2]
+		// Each instance writes both projects, one client each: the two
+		// instances race on every project.
+		base, project := []*service{a, b}[w%2].URL(), []string{"p1", "p2"}[w/2]
 		wg.Go(func() {
 			for n := 0; ; n++ {
 				select {
