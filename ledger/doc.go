@@ -56,9 +56,12 @@
 // checked against the project's first event after the expected one: if that
 // is this very message (same subject, Tl-Nonce and bytes), the append
 // succeeded.
-// Where the project moved but that event cannot be read yet (a proposal not
-// yet committed, perhaps our own), the Store asks again rather than report a
-// conflict.
+// A first refusal is reported as a conflict at once (a writer that lost a
+// race should catch up without an extra round trip); when the engine comes
+// back with the same expectation, having found nothing new, and still no
+// event after it can be read while the project is where expected, the
+// refusal counts a proposal not yet committed (after a leader change,
+// perhaps our own) and the Store asks again rather than report a conflict.
 //
 // # Optimistic concurrency
 //
