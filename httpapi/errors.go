@@ -21,7 +21,13 @@ var statusOf = map[kernel.Kind]int{
 	kernel.Validation:   http.StatusUnprocessableEntity,
 	kernel.BadRequest:   http.StatusBadRequest,
 	kernel.Internal:     http.StatusInternalServerError,
+	kernel.Unavailable:  http.StatusServiceUnavailable,
 }
+
+// retryAfter is the Retry-After of a kernel.Unavailable answer: the ledger
+// has already retried for its bound (ledger.Config.RetryFor) before it gives
+// up, so a client should not come back at once.
+const retryAfter = "5"
 
 // Errors the HTTP layer raises itself, outside the kernel's kinds.
 var (
@@ -58,6 +64,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		jsonhttp.WriteError(w, http.StatusUnprocessableEntity, string(kernel.Validation), de.Msg)
 	case errors.Is(err, projection.ErrNotFound):
 		jsonhttp.WriteError(w, http.StatusNotFound, string(kernel.NotFound), "not found")
+	case errors.As(err, &ke) && ke.Kind == kernel.Unavailable:
+		s.log.Warn("unavailable", "method", r.Method, "path", requestPath(r), "err", err)
+		w.Header().Set("Retry-After", retryAfter)
+		jsonhttp.WriteError(w, http.StatusServiceUnavailable, string(ke.Kind), ke.Message)
 	case errors.As(err, &ke) && ke.Kind != kernel.Internal:
 		jsonhttp.WriteError(w, statusOf[ke.Kind], string(ke.Kind), ke.Message)
 	default:

@@ -23,6 +23,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data", "./data", "data directory of the turnledger serve whose projections to rebuild")
 	natsURL := fs.String("nats-url", "", "the NATS server serve uses, when it is not the embedded one")
+	var auth natsAuth
+	addNATSFlags(fs, &auth)
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintln(w, "Usage: turnledger replay [flags]")
@@ -37,10 +39,14 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: replay takes no arguments", errUsage)
 	}
-	return replay(ctx, *dataDir, *natsURL, ledger.DefaultConfig(), stdout)
+	auth.fromEnv(os.Getenv)
+	if err := auth.validate(*natsURL); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return replay(ctx, *dataDir, *natsURL, auth, ledger.DefaultConfig(), stdout)
 }
 
-func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, out io.Writer) error {
+func replay(ctx context.Context, dataDir, natsURL string, auth natsAuth, lcfg ledger.Config, out io.Writer) error {
 	live := filepath.Join(dataDir, "projections.db")
 	// Replay rebuilds from an existing ledger; it never makes a data
 	// directory. Embedded, the directory must hold the ledger (nats/) or the
@@ -59,7 +65,7 @@ func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, ou
 	} else if err := st.Close(); err != nil {
 		return err
 	}
-	emb, nc, l, err := openLedger(ctx, dataDir, natsURL, lcfg)
+	emb, nc, l, err := openLedger(ctx, dataDir, natsURL, auth, lcfg)
 	if err != nil {
 		return err
 	}

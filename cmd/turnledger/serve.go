@@ -17,7 +17,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address of the API (loopback by default)")
 	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "data directory: projections, admin token, embedded NATS store")
-	fs.StringVar(&cfg.NATSURL, "nats-url", "", "use this NATS server or cluster instead of the embedded one")
+	fs.StringVar(&cfg.NATSURL, "nats-url", "", "use this NATS server or cluster (comma-separated URLs) instead of the embedded one")
+	fs.IntVar(&cfg.Ledger.Replicas, "replicas", cfg.Ledger.Replicas, "replicas of the ledger stream when serve creates it (3 on a 3-node cluster); an existing stream is used as it is")
+	addNATSFlags(fs, &cfg.NATSAuth)
 	fs.DurationVar(&cfg.Kernel.ClaimTTL, "claim-ttl", cfg.Kernel.ClaimTTL, "lease of a claim; renew extends it by as much")
 	fs.DurationVar(&cfg.Kernel.CredentialTTL, "credential-ttl", cfg.Kernel.CredentialTTL, "lifetime of an agent credential")
 	fs.DurationVar(&cfg.ReapInterval, "reap-interval", cfg.ReapInterval, "how often expired claims are released (0 turns the reaper off)")
@@ -31,6 +33,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(w, "\nServes the agent work coordination API. The admin bearer token is")
 		fmt.Fprintln(w, "TURNLEDGER_ADMIN_TOKEN, or else the one kept in <data>/admin-token (made on first start).")
 		fmt.Fprintln(w, "Every route, with who may call it, its body and its response: docs/api.md.")
+		fmt.Fprintln(w, natsEnvHelp)
 		fmt.Fprintln(w, "\nFlags:")
 		fs.PrintDefaults()
 	}
@@ -48,13 +51,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.RequestLog = true
 	cfg.AdminToken = os.Getenv("TURNLEDGER_ADMIN_TOKEN")
 	warnIfNotLoopback(logger, cfg.Addr)
+	cfg.NATSAuth.fromEnv(os.Getenv)
+	if err := cfg.NATSAuth.validate(cfg.NATSURL); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	s, err := startService(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	backend := "embedded NATS (JetStream under " + cfg.DataDir + "/nats)"
 	if cfg.NATSURL != "" {
-		backend = "NATS at " + redactURL(cfg.NATSURL)
+		backend = "NATS at " + redactURLs(cfg.NATSURL)
 	}
 	fmt.Fprintf(stdout, "turnledger serving on %s, ledger on %s, projections in %s/projections.db\n", s.URL(), backend, cfg.DataDir)
 	fmt.Fprintf(stdout, "web console: %s/console/ (sign in with the admin bearer token)\n", s.URL())

@@ -29,7 +29,8 @@ import (
 type serviceConfig struct {
 	Addr         string        // listen address of the API
 	DataDir      string        // projections, the admin token, and the embedded NATS store
-	NATSURL      string        // an existing NATS server; empty starts the embedded one
+	NATSURL      string        // an existing NATS server or cluster (comma-separated URLs); empty starts the embedded one
+	NATSAuth     natsAuth      // credentials and TLS for NATSURL
 	AdminToken   string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
 	MetricsOpen  bool          // serve /metrics to any client, not only loopback ones
 	ReapInterval time.Duration // 0 turns the background reaper off
@@ -68,6 +69,7 @@ type service struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	lag    lagWatch
 }
 
 // startService opens every part and starts serving. Close stops it.
@@ -87,7 +89,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 			return nil, err
 		}
 	}
-	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.Ledger); err != nil {
+	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.NATSAuth, cfg.Ledger); err != nil {
 		return nil, err
 	}
 	if s.store, err = projection.Open(filepath.Join(cfg.DataDir, "projections.db"), projection.DefaultConfig()); err != nil {
@@ -156,7 +158,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 // openLedger connects to NATS — the embedded server with its store under
 // dataDir/nats, or the server at natsURL — and opens the ledger on it. On
 // error everything opened is closed again.
-func openLedger(ctx context.Context, dataDir, natsURL string, cfg ledger.Config) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
+func openLedger(ctx context.Context, dataDir, natsURL string, auth natsAuth, cfg ledger.Config) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
 	defer func() {
 		if err != nil {
 			if nc != nil {
@@ -174,8 +176,8 @@ func openLedger(ctx context.Context, dataDir, natsURL string, cfg ledger.Config)
 		if nc, err = emb.Connect(); err != nil {
 			return nil, nil, nil, err
 		}
-	} else if nc, err = nats.Connect(natsURL, nats.Name("turnledger"), nats.MaxReconnects(-1)); err != nil {
-		return nil, nil, nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(natsURL), err)
+	} else if nc, err = nats.Connect(natsURL, auth.options()...); err != nil {
+		return nil, nil, nil, fmt.Errorf("connect to NATS at %s: %w", redactURLs(natsURL), err)
 	}
 	if l, err = ledger.Open(ctx, nc, cfg); err != nil {
 		return nil, nil, nil, err
@@ -221,6 +223,10 @@ type readiness struct {
 	Backend     ledger.Report       `json:"backend"`
 	Projections projection.Health   `json:"projections"`
 	Reaper      kernel.ReaperStatus `json:"reaper"`
+	// Stream is the ledger stream's own status: its replicas, storage and
+	// leader (absent when it cannot be read).
+	Stream *ledger.StreamStatus `json:"stream,omitempty"`
+	Lag    lagReport            `json:"projection_lag"`
 }
 
 // probeTimeout bounds the ledger look-ups of /readyz and of the diagnostics,
@@ -233,9 +239,17 @@ func (s *service) ready(ctx context.Context) (any, bool) {
 	r := readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status()}
 	r.Backend.Kind = "embedded"
 	if s.embedded == nil {
-		r.Backend.Kind, r.Backend.URL = "external", redactURL(s.cfg.NATSURL)
+		r.Backend.Kind, r.Backend.URL = "external", redactURLs(s.cfg.NATSURL)
+	}
+	if stream, err := s.ledger.Status(ctx); err == nil {
+		r.Stream = &stream
 	}
 	r.Projections = s.projector.Health(r.Backend.LedgerHead)
+	if r.Backend.Error == "" {
+		if r.Lag = s.lag.check(s.cfg.Kernel.Now(), r.Backend.LedgerHead, r.Projections.AppliedSeq); !r.Lag.WithinBound {
+			r.Status = "not_ready"
+		}
+	}
 	if r.Backend.Error != "" || r.Projections.Failing {
 		r.Status = "not_ready"
 	}
