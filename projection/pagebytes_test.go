@@ -17,7 +17,7 @@ func TestPagesStopAtByteBudget(t *testing.T) {
 	l.dispatch("t1", "w", "b", "k")
 	l.claim("t1", "w", "c1")
 	big := `"` + strings.Repeat("x", 200<<10) + `"` // 200 KiB payloads
-	const records = 50                                // 10 MiB in all
+	const records = 50                              // 10 MiB in all
 	for i := range records {
 		l.record("t1", "w", "c1", uint64(i+1), "assistant", big)
 	}
