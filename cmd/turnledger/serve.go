@@ -22,6 +22,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.Kernel.CredentialTTL, "credential-ttl", cfg.Kernel.CredentialTTL, "lifetime of an agent credential")
 	fs.DurationVar(&cfg.ReapInterval, "reap-interval", cfg.ReapInterval, "how often expired claims are released (0 turns the reaper off)")
 	fs.IntVar(&cfg.Kernel.MaxDepth, "max-depth", cfg.Kernel.MaxDepth, "deepest child Turn")
+	cfg.Limits.flags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: turnledger serve [flags]")
 		fmt.Fprintln(stderr, "\nServes the agent work coordination API. The admin bearer token is")
@@ -38,6 +39,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, strings.Join(fs.Args(), " "))
 	}
+	if err := cfg.Limits.validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	cfg.Limits.setMemoryLimit()
 	cfg.AdminToken = os.Getenv("TURNLEDGER_ADMIN_TOKEN")
 	s, err := startService(ctx, cfg)
 	if err != nil {

@@ -31,6 +31,7 @@ type serviceConfig struct {
 	NATSURL      string        // an existing NATS server; empty starts the embedded one
 	AdminToken   string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
 	ReapInterval time.Duration // 0 turns the background reaper off
+	Limits       limits
 	Kernel       kernel.Config
 	Ledger       ledger.Config
 	Logger       *slog.Logger
@@ -41,6 +42,7 @@ func defaultServiceConfig() serviceConfig {
 		Addr:         "127.0.0.1:8000",
 		DataDir:      "./data",
 		ReapInterval: 5 * time.Second,
+		Limits:       defaultLimits(),
 		Kernel:       kernel.DefaultConfig(),
 		Ledger:       ledger.DefaultConfig(),
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, nil)),
@@ -127,13 +129,16 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	hcfg.Diagnostics = s.diagnostics
 	hcfg.Now = cfg.Kernel.Now
 	hcfg.Logger = cfg.Logger
+	cfg.Limits.apply(&hcfg)
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
 	}
 	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	s.http = &http.Server{Handler: s.api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	s.listener = cfg.Limits.listen(s.listener)
+	s.http = cfg.Limits.server(s.api)
+	s.http.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
