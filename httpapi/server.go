@@ -56,8 +56,8 @@ func DefaultConfig() Config {
 		WaitTimeout:  10 * time.Second,
 		// 64 agents in a closed loop hold at most 64; the bounds leave room
 		// for bursts and stop an open loop from queueing without end.
-		MaxInFlight:        1024,
-		MaxProjectInFlight: 256,
+		MaxInFlight:        512,
+		MaxProjectInFlight: 128,
 		AuthFailures:       Rate{Burst: 20, Every: time.Second},
 		Now:                time.Now,
 		Logger:             slog.Default(),
