@@ -59,6 +59,19 @@ func (s *Server) isAdmin(r *http.Request) bool {
 // admin bearer (without agent headers), or the three agent headers, whose
 // project must be the path's.
 func (s *Server) authenticate(ctx context.Context, r *http.Request, project string) (kernel.Caller, error) {
+	agent := r.Header.Get(HeaderAgent)
+	if err := s.checkThrottle(r, project, agent); err != nil {
+		return kernel.Caller{}, err
+	}
+	c, err := s.verify(ctx, r, project)
+	if err != nil && kernel.ErrorKind(err) == kernel.Unauthorized {
+		s.authFailed(r, project, agent)
+	}
+	return c, err
+}
+
+// verify is authenticate without the throttle.
+func (s *Server) verify(ctx context.Context, r *http.Request, project string) (kernel.Caller, error) {
 	for _, h := range []string{"Authorization", HeaderProject, HeaderAgent} {
 		if len(r.Header.Values(h)) > 1 {
 			return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "the %s header is given more than once", h)

@@ -62,7 +62,7 @@ func newEnv(t testing.TB) *env {
 
 // newEnvOn starts another instance on an existing NATS server: instances
 // share nothing but NATS.
-func newEnvOn(t testing.TB, natsURL string, clk *clock) *env {
+func newEnvOn(t testing.TB, natsURL string, clk *clock, configure ...func(*httpapi.Config)) *env {
 	t.Helper()
 	nc := natstest.ConnectURL(t, natsURL)
 	lcfg := ledger.DefaultConfig()
@@ -94,6 +94,9 @@ func newEnvOn(t testing.TB, natsURL string, clk *clock) *env {
 	hcfg.AdminTokenHash = kernel.HashSecret(adminToken)
 	hcfg.Now = clk.Now
 	hcfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, f := range configure {
+		f(&hcfg)
+	}
 	api, err := httpapi.New(engine, store, hcfg)
 	if err != nil {
 		t.Fatalf("httpapi.New = %v", err)

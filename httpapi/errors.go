@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/kernel"
@@ -34,6 +37,7 @@ var (
 	errTooLarge    = &httpError{http.StatusRequestEntityTooLarge, "PayloadTooLargeError"}
 	errUnavailable = &httpError{http.StatusServiceUnavailable, "ServiceUnavailableError"}
 	errNotAllowed  = &httpError{http.StatusMethodNotAllowed, "MethodNotAllowedError"}
+	errThrottled   = &httpError{http.StatusTooManyRequests, "TooManyRequestsError"}
 )
 
 type httpError struct {
@@ -46,6 +50,8 @@ type httpError struct {
 type statusError struct {
 	kind *httpError
 	msg  string
+	// retryAfter, when set, is sent as Retry-After (whole seconds, at least 1).
+	retryAfter time.Duration
 }
 
 func (e *statusError) Error() string { return e.msg }
@@ -59,6 +65,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ke *kernel.Error
 	switch {
 	case errors.As(err, &se):
+		if se.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(se.retryAfter.Seconds()))))
+		}
 		jsonhttp.WriteError(w, se.kind.status, se.kind.name, se.msg)
 	case errors.As(err, &de):
 		jsonhttp.WriteError(w, http.StatusUnprocessableEntity, string(kernel.Validation), de.Msg)

@@ -76,6 +76,10 @@ func (s *Server) claimWaiting(w http.ResponseWriter, c *call, agent string, wait
 	if err := rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return nil, 0, err
 	}
+	// Likewise the server's WriteTimeout: the answer comes after the wait.
+	if err := rc.SetWriteDeadline(time.Now().Add(wait + s.cfg.WaitTimeout + 10*time.Second)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return nil, 0, err
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	counted := false // counted as waiting once the first attempt found nothing
@@ -94,6 +98,7 @@ func (s *Server) claimWaiting(w http.ResponseWriter, c *call, agent string, wait
 		if !counted {
 			counted = true
 			s.push.longPolls.Add(1)
+			detach(c.ctx)
 		}
 		select {
 		case <-changed:

@@ -100,6 +100,7 @@ func (s *Server) streamFeed(w http.ResponseWriter, c *call, after uint64, limit 
 	w.WriteHeader(http.StatusOK)
 	s.push.subscribers.Add(1)
 	defer s.push.subscribers.Add(-1)
+	detach(c.ctx)
 
 	var buf bytes.Buffer
 	// send writes buf to the client within the write timeout.

@@ -13,6 +13,26 @@ import (
 	"github.com/turnledger/turnledger/kernel"
 )
 
+// MaxPageBytes bounds the stored size of the items of one feed or context
+// page: a page stops before the item that would take it past this many bytes
+// (it always holds at least one item, so every item can be read), and says
+// has_more. With limit=500 and large events a page would otherwise grow to
+// tens of megabytes, held in memory once per reader.
+const MaxPageBytes = 4 << 20
+
+// pageBudget counts the bytes of a page's items against MaxPageBytes.
+type pageBudget struct{ used, items int }
+
+// full reports whether an item of n bytes no longer fits; otherwise it counts it.
+func (b *pageBudget) full(n int) bool {
+	if b.items > 0 && b.used+n > MaxPageBytes {
+		return true
+	}
+	b.used += n
+	b.items++
+	return false
+}
+
 func clampLimit(limit int) int {
 	return min(max(limit, 1), MaxLimit)
 }
@@ -53,8 +73,9 @@ func (s *Store) Context(project, turnID string, afterTurnSeq uint64, limit int) 
 		}
 		prefix := key(project, turnID)
 		c := tx.Bucket(bktContext).Cursor()
+		var budget pageBudget
 		for k, v := c.Seek(seqKey(afterTurnSeq+1, project, turnID)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if len(page.Items) == limit {
+			if len(page.Items) == limit || budget.full(len(v)) {
 				page.HasMore = true
 				break
 			}
@@ -250,6 +271,7 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 			fk = key(project)
 		}
 		pk := len(fk)
+		var budget pageBudget
 		for k, v := c.Seek(seqKey(after+1, parts...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if len(page.Items) == limit {
 				page.HasMore = true
@@ -259,6 +281,10 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 			if index != nil {
 				fk = appendSeq(fk[:pk], seq)
 				v = feed.Get(fk)
+			}
+			if budget.full(len(v)) {
+				page.HasMore = true
+				break
 			}
 			page.Items = append(page.Items, FeedItem{})
 			if err := dec.decode(v, &page.Items[len(page.Items)-1]); err != nil {

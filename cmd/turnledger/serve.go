@@ -27,6 +27,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Kernel.MaxDepth, "max-depth", cfg.Kernel.MaxDepth, "deepest child Turn")
 	var logOpts logOptions
 	logOpts.register(fs)
+	cfg.Limits.flags(fs)
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintln(w, "Usage: turnledger serve [flags]")
@@ -49,6 +50,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.Logger = logger
 	cfg.RequestLog = true
+	if err := cfg.Limits.validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	cfg.Limits.setMemoryLimit()
 	cfg.AdminToken = os.Getenv("TURNLEDGER_ADMIN_TOKEN")
 	warnIfNotLoopback(logger, cfg.Addr)
 	cfg.NATSAuth.fromEnv(os.Getenv)

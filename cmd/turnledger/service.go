@@ -34,6 +34,7 @@ type serviceConfig struct {
 	AdminToken   string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
 	MetricsOpen  bool          // serve /metrics to any client, not only loopback ones
 	ReapInterval time.Duration // 0 turns the background reaper off
+	Limits       limits
 	Kernel       kernel.Config
 	Ledger       ledger.Config
 	Logger       *slog.Logger
@@ -45,6 +46,7 @@ func defaultServiceConfig() serviceConfig {
 		Addr:         "127.0.0.1:8000",
 		DataDir:      "./data",
 		ReapInterval: 5 * time.Second,
+		Limits:       defaultLimits(),
 		Kernel:       kernel.DefaultConfig(),
 		Ledger:       ledger.DefaultConfig(),
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, nil)),
@@ -133,6 +135,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	hcfg.Now = cfg.Kernel.Now
 	hcfg.Metrics = httpapi.MetricsConfig{Handler: metrics.handler(), FromAnywhere: cfg.MetricsOpen, Observer: metrics}
 	hcfg.Logger = cfg.Logger
+	cfg.Limits.apply(&hcfg)
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
 	}
@@ -140,11 +143,13 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
+	s.listener = cfg.Limits.listen(s.listener)
 	var handler http.Handler = console.Mount(s.api)
 	if cfg.RequestLog {
 		handler = httpapi.RequestLog(cfg.Logger, handler)
 	}
-	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	s.http = cfg.Limits.server(handler)
+	s.http.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
