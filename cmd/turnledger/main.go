@@ -37,6 +37,7 @@ func commands() []command {
 		{"monitor", "serve the query monitor", runMonitor},
 		{"catalogue", "serve the partner subcategory listing", runCatalogue},
 		{"deployconfig", "validate deployment configuration files (validate|schema)", runDeployconfig},
+		{"bench", "measure Turn lifecycles, feed pages, replay and start-up against the raw append rate", runBench},
 		{"version", "print the version, VCS revision and embedded NATS server version", runVersion},
 	}
 }
