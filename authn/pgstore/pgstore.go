@@ -201,9 +201,21 @@ func (s *Store) PutTicket(ctx context.Context, hash [32]byte, t authn.Ticket, no
 // TakeTicket implements authn.Store: one DELETE … RETURNING, so a ticket is
 // taken once however many processes race for it.
 func (s *Store) TakeTicket(ctx context.Context, hash [32]byte) (authn.Ticket, error) {
+	return scanTicket(s.db.QueryRowContext(ctx, `DELETE FROM ws_tickets WHERE hash = $1 RETURNING principal::text, expires_at`, hash[:]))
+}
+
+// PeekTicket returns the ticket under hash without taking it, or
+// authn.ErrNotFound. The websocket route looks a ticket up with it first and
+// takes it (TakeTicket) only once the dial has passed every other check.
+func (s *Store) PeekTicket(ctx context.Context, hash [32]byte) (authn.Ticket, error) {
+	return scanTicket(s.db.QueryRowContext(ctx, `SELECT principal::text, expires_at FROM ws_tickets WHERE hash = $1`, hash[:]))
+}
+
+// scanTicket reads a ticket row (principal, expires_at).
+func scanTicket(row *sql.Row) (authn.Ticket, error) {
 	var t authn.Ticket
 	var p []byte
-	err := s.db.QueryRowContext(ctx, `DELETE FROM ws_tickets WHERE hash = $1 RETURNING principal::text, expires_at`, hash[:]).Scan(&p, &t.ExpiresAt)
+	err := row.Scan(&p, &t.ExpiresAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, authn.ErrNotFound
 	}

@@ -22,6 +22,9 @@ type Store interface {
 	AddTenant(ctx context.Context, idpTenantID, plan string, now time.Time) (authn.Tenant, error)
 	SetTenantStatus(ctx context.Context, ref, status string, now time.Time) (authn.Tenant, error)
 	Tenants(ctx context.Context) ([]authn.Tenant, error)
+	// PeekTicket reads a ticket without taking it: the websocket route
+	// checks a dial fully before it spends the ticket.
+	PeekTicket(ctx context.Context, hash [32]byte) (authn.Ticket, error)
 }
 
 // t0 is a time both stores keep exactly (PostgreSQL keeps microseconds).
@@ -162,12 +165,27 @@ func testTickets(t *testing.T, s Store) {
 	if err := s.PutTicket(ctx, h, want, t0); err != nil {
 		t.Fatal(err)
 	}
+	for range 2 { // peeking leaves the ticket where it is
+		got, err := s.PeekTicket(ctx, h)
+		if err != nil {
+			t.Fatalf("PeekTicket = %v", err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("PeekTicket mismatch (-want +got):\n%s", diff)
+		}
+	}
+	if _, err := s.PeekTicket(ctx, [32]byte{9}); !errors.Is(err, authn.ErrNotFound) {
+		t.Errorf("PeekTicket(unknown) error = %v, want ErrNotFound", err)
+	}
 	takers := make([]func() (authn.Ticket, error), 20)
 	for i := range takers {
 		takers[i] = func() (authn.Ticket, error) { return s.TakeTicket(ctx, h) }
 	}
 	if wins := Race(t, want, takers...); wins != 1 {
 		t.Errorf("ticket taken %d times, want 1", wins)
+	}
+	if _, err := s.PeekTicket(ctx, h); !errors.Is(err, authn.ErrNotFound) {
+		t.Errorf("PeekTicket(taken) error = %v, want ErrNotFound", err)
 	}
 	// Expired tickets are swept when a new one is stored.
 	old := [32]byte{2}
