@@ -93,9 +93,12 @@ func runMonitor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "monitor listening on http://%s\n", ln.Addr())
 
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// The same deadlines and connection cap as serve's defaults (no request
+	// of the monitor streams or waits).
+	lim := defaultLimits()
+	srv := lim.server(m.Handler())
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(lim.listen(ln)) }()
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

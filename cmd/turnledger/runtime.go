@@ -159,11 +159,15 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 		ln.Close()
 		return err
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// serve's connection cap; no read or write deadline, because the
+	// execution websocket is a long-lived hijacked connection that keeps
+	// the deadlines set before the upgrade.
+	lim := defaultLimits()
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	fmt.Fprintf(stdout, "turnledger runtime: listening on http://%s (AUTH_MODE=%s, APP_ENV=%s, database %s)\n", ln.Addr(), cfg.Mode, cfg.AppEnv, db)
 
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(lim.listen(ln)) }()
 	select {
 	case err := <-errc:
 		return err
