@@ -22,7 +22,7 @@ func TestRouteReferenceMatchesRouter(t *testing.T) {
 	}
 	var router []string
 	for _, r := range s.router.routes {
-		router = append(router, r.method+" "+docPattern(r.pattern))
+		router = append(router, r.method+" "+openAPIPath(r.pattern))
 	}
 	doc := referenceRoutes(t, "../docs/api.md")
 	sort.Strings(router)
@@ -68,8 +68,8 @@ func TestDocPattern(t *testing.T) {
 		"/v3r1/projects/:project_id/turns:dispatch":                                     "/v3r1/projects/{project_id}/turns:dispatch",
 		"/v3r1/projects/:project_id/agents/:agent_id/credentials/:credential_id:revoke": "/v3r1/projects/{project_id}/agents/{agent_id}/credentials/{credential_id}:revoke",
 	} {
-		if got := docPattern(in); got != want {
-			t.Errorf("docPattern(%q) = %q, want %q", in, got, want)
+		if got := openAPIPath(in); got != want {
+			t.Errorf("openAPIPath(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -53,7 +53,8 @@ func fromLoopback(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// openAPIPath turns an httprouter pattern into its OpenAPI path:
+// openAPIPath turns an httprouter pattern into its OpenAPI path, which is
+// also how docs/api.md and the request log write it:
 // "/turns/:turn_id:resume" → "/turns/{turn_id}:resume".
 func openAPIPath(pattern string) string {
 	segs := strings.Split(pattern, "/")

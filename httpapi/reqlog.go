@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -51,7 +50,7 @@ type routeInfoKey struct{}
 // withPattern wraps the handle of a route so that RequestLog learns the
 // route's pattern and the project of the path.
 func withPattern(pattern string, h httprouter.Handle) httprouter.Handle {
-	doc := docPattern(pattern)
+	doc := openAPIPath(pattern)
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		if ri, ok := r.Context().Value(routeInfoKey{}).(*routeInfo); ok {
 			ri.pattern = doc
@@ -61,23 +60,6 @@ func withPattern(pattern string, h httprouter.Handle) httprouter.Handle {
 		}
 		h(w, r, ps)
 	}
-}
-
-// docPattern writes a router pattern the way docs/api.md does:
-// "/turns/:turn_id:resume" becomes "/turns/{turn_id}:resume".
-func docPattern(pattern string) string {
-	segs := strings.Split(pattern, "/")
-	for i, seg := range segs {
-		if !strings.HasPrefix(seg, ":") {
-			continue
-		}
-		name, verb, hasVerb := strings.Cut(seg[1:], ":")
-		segs[i] = "{" + name + "}"
-		if hasVerb {
-			segs[i] += ":" + verb
-		}
-	}
-	return strings.Join(segs, "/")
 }
 
 // statusWriter remembers the status a handler wrote.
