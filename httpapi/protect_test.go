@@ -258,3 +258,53 @@ func TestLongPollsAndStreamsDoNotHoldSlots(t *testing.T) {
 		t.Errorf("long poll = %d %s, want the dispatched Turn %s", r.status, r.body, tv.TurnID)
 	}
 }
+
+// TestFeedPagesAreBoundInBytes: over HTTP, a feed page of limit 500 with
+// 200 KiB records stops at the byte budget with has_more, and the cursor
+// reads every record exactly once.
+func TestFeedPagesAreBoundInBytes(t *testing.T) {
+	e := newEnv(t)
+	planner := e.register("p1", "planner", 0, "turns:dispatch")
+	w := e.register("p1", "w", 1)
+	tv := e.dispatch(planner, "w", "big")
+	c := e.claim(w)
+	big := strings.Repeat("x", 200<<10)
+	const records = 25 // 5 MiB
+	for i := range records {
+		e.must(w, "POST", "/v3r1/projects/p1/turns/"+tv.TurnID+"/semantic-records",
+			map[string]any{"claim": c.Claim, "role": "note", "payload": map[string]any{"i": i, "text": big}}, 200)
+	}
+	var seen []uint64
+	after, pages := uint64(0), 0
+	for {
+		var p struct {
+			Items []struct {
+				LedgerSeq uint64 `json:"ledger_seq"`
+				Type      string `json:"type"`
+			} `json:"items"`
+			Next    uint64 `json:"next_after_ledger_seq"`
+			HasMore bool   `json:"has_more"`
+		}
+		r := e.must(asAdmin, "GET", fmt.Sprintf("/v3r1/projects/p1/turns/%s/feed?limit=500&after_ledger_seq=%d", tv.TurnID, after), nil, 200)
+		if len(r.body) > 5<<20 {
+			t.Fatalf("feed page of %d bytes, want at most about 4 MiB", len(r.body))
+		}
+		r.decode(t, &p)
+		pages++
+		for _, it := range p.Items {
+			seen = append(seen, it.LedgerSeq)
+		}
+		after = p.Next
+		if !p.HasMore {
+			break
+		}
+	}
+	if pages < 2 || len(seen) != records+2 { // dispatched, claimed, the records
+		t.Errorf("read %d items in %d pages, want %d items in at least 2 pages", len(seen), pages, records+2)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Fatalf("feed pages gave ledger_seq %v: not increasing", seen)
+		}
+	}
+}

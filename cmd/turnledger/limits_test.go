@@ -96,3 +96,69 @@ func TestServeSetsTheMemoryLimit(t *testing.T) {
 		t.Errorf("serve --memory-limit lots exited 0, want a usage error")
 	}
 }
+
+// TestLongPollsAndStreamsOutliveTheWriteTimeout: a long-poll claim and an
+// event stream extend their own write deadlines, so a wait longer than
+// --write-timeout still answers, and a stream still delivers.
+func TestLongPollsAndStreamsOutliveTheWriteTimeout(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := startEngine(t, dir, "127.0.0.1:0", "--write-timeout", "500ms", "--reap-interval", "0")
+	admin := adminClient(t, base, dir)
+	planner := agentClient(t, admin, "p", "planner", 0, "turns:dispatch")
+	w := agentClient(t, admin, "p", "w", 1)
+
+	// A long poll that ends empty after 1.5 s answers null, not a cut connection.
+	start := time.Now()
+	body := w.call("POST", "/v3r1/projects/p/agents/w/claims:claim?wait=1500ms", map[string]any{"agent": agentRef("p", "w")}, 200)
+	if got := strings.TrimSpace(string(body)); got != "null" || time.Since(start) < 1500*time.Millisecond {
+		t.Fatalf("long poll past the write timeout = %q after %v, want null after the wait", got, time.Since(start))
+	}
+
+	// A stream open for longer than the write timeout still delivers.
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", base+"/v3r1/projects/p/projection/feed", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", admin.headers["Authorization"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 1000)
+	go func() {
+		defer close(lines)
+		buf := make([]byte, 64<<10)
+		var acc string
+		for {
+			n, err := resp.Body.Read(buf)
+			acc += string(buf[:n])
+			for {
+				i := strings.Index(acc, "\n")
+				if i < 0 {
+					break
+				}
+				lines <- acc[:i]
+				acc = acc[i+1:]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(time.Second) // past --write-timeout
+	planner.call("POST", "/v3r1/projects/p/turns:dispatch", map[string]any{"requested_by": agentRef("p", "planner"), "target_agent": agentRef("p", "w"),
+		"input": map[string]any{}, "turn_kind": "k", "dispatch_key": "late", "authority": map[string]any{"mode": "root_request", "request_id": "r"}}, 200)
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the stream ended before the late dispatch arrived")
+			}
+			if l == "event: turn.dispatched" {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no turn.dispatched event on a stream open past the write timeout")
+		}
+	}
+}
