@@ -190,10 +190,21 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 }
 
 // Preload loads the projects' write models, so that the reaper sees them
-// before any request names them.
+// before any request names them. It waits for each load without the bound
+// of Config.LoadWait.
 func (e *Engine) Preload(ctx context.Context, projects []string) error {
-	for _, p := range projects {
-		if err := e.with(ctx, p, false, func(*Project) error { return nil }); err != nil {
+	for _, id := range projects {
+		if !ValidID(id) {
+			continue
+		}
+		e.mu.Lock()
+		s := e.projects[id]
+		if s == nil {
+			s = &slot{p: NewProject(id)}
+			e.projects[id] = s
+		}
+		e.mu.Unlock()
+		if err := e.awaitLoad(ctx, s, 0); err != nil {
 			return err
 		}
 	}

@@ -118,9 +118,16 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	if err != nil {
 		return nil, err
 	}
-	if err := s.engine.Preload(ctx, projects); err != nil {
-		return nil, err
-	}
+	// The write models load in the background (see kernel/load.go): serve
+	// listens at once, and a request of a project still loading is answered
+	// 503 with Retry-After after a short wait.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.engine.Preload(runCtx, projects); err != nil && runCtx.Err() == nil {
+			cfg.Logger.Warn("load write models", "err", err)
+		}
+	}()
 	s.reaper = kernel.NewReaper(s.engine, s.store, cfg.ReapInterval, cfg.Logger)
 	s.wg.Add(1)
 	go func() {
@@ -232,6 +239,9 @@ type readiness struct {
 	// leader (absent when it cannot be read).
 	Stream *ledger.StreamStatus `json:"stream,omitempty"`
 	Lag    lagReport            `json:"projection_lag"`
+	// WriteModelsLoading is how many projects are still loading their write
+	// model; their requests are answered 503 with Retry-After meanwhile.
+	WriteModelsLoading int `json:"write_models_loading"`
 }
 
 // probeTimeout bounds the ledger look-ups of /readyz and of the diagnostics,
@@ -241,7 +251,7 @@ const probeTimeout = 2 * time.Second
 func (s *service) ready(ctx context.Context) (any, bool) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	r := readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status()}
+	r := readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status(), WriteModelsLoading: s.engine.Loading()}
 	r.Backend.Kind = "embedded"
 	if s.embedded == nil {
 		r.Backend.Kind, r.Backend.URL = "external", redactURLs(s.cfg.NATSURL)
