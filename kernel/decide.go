@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"crypto/subtle"
-	"sort"
 	"time"
 )
 
@@ -580,20 +579,4 @@ func (d decider) expireClaim(cmd ExpireClaim) (*Event, error) {
 		return nil, nil
 	}
 	return d.event(EvTurnClaimExpired, AggTurn, t.ID, &TurnClaimExpired{ClaimID: t.Claim.ID, Stopped: t.StopRequested}), nil
-}
-
-// ExpiredClaims lists the Turns whose claim has expired at now, oldest first.
-func ExpiredClaims(p *Project, now time.Time) []string {
-	var expired []*Turn
-	for _, t := range p.Turns {
-		if t.State == StateClaimed && t.Claim != nil && !now.Before(t.Claim.ExpiresAt) {
-			expired = append(expired, t)
-		}
-	}
-	sort.Slice(expired, func(i, j int) bool { return expired[i].Order < expired[j].Order })
-	ids := make([]string, len(expired))
-	for i, t := range expired {
-		ids[i] = t.ID
-	}
-	return ids
 }

@@ -31,6 +31,7 @@ type Project struct {
 	Invites      map[string]*Invite
 	InviteCodes  map[string]string // code hash → invite id
 	queues       map[string][]queued
+	claims       claimIndex // the live claims by expiry (claims.go)
 }
 
 // queued is one entry of an agent's queue, ordered by the ledger_seq of the

@@ -141,6 +141,7 @@ func (p *Project) evolveTurn(r Recorded) {
 	case oldState != StateQueued && t.State == StateQueued:
 		p.enqueue(t)
 	}
+	p.claims.track(t)
 	if h := t.holder(); h != oldHolder {
 		if a := p.Agents[oldHolder]; a != nil && a.ActiveClaims > 0 {
 			a.ActiveClaims--
