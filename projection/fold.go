@@ -21,8 +21,22 @@ type folder struct {
 }
 
 func newFolder(tx *bolt.Tx) *folder {
+	for _, name := range appendOnly {
+		tx.Bucket(name).FillPercent = appendFill
+	}
 	return &folder{tx: tx, turnCache: map[string]*turnRecord{}}
 }
+
+// appendOnly are the buckets whose keys end in a ledger_seq (or dispatch
+// seq) under a prefix that stays put: new keys land at the end of their
+// prefix's range, so a split page never gets another key and bbolt's default
+// fill of 0.5 would leave it half empty for good. They are filled to
+// appendFill instead (bbolt keeps the setting for the transaction, as it
+// keeps the bucket). Buckets keyed by Turn id take keys anywhere and keep the
+// default.
+var appendOnly = [][]byte{bktFeed, bktAgentFeed, bktByDispatch, bktByTarget, bktByAgent, bktByState}
+
+const appendFill = 0.95
 
 // turn returns the cached record of a Turn, reading it when needed; nil when
 // there is none.
