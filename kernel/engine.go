@@ -99,9 +99,13 @@ type Engine struct {
 
 	mu       sync.Mutex
 	projects map[string]*slot
+
+	snaps     Snapshots // nil: no snapshots (snapshot.go)
+	snapEvery uint64
 }
 
 type slot struct {
+	id     string
 	mu     sync.Mutex
 	p      *Project
 	loaded atomic.Bool // set once, under mu, when p has been folded
@@ -110,6 +114,8 @@ type slot struct {
 	// loadErr is that load's error. Both are guarded by Engine.mu.
 	loading chan struct{}
 	loadErr error
+
+	snapSeq uint64 // ledger_seq of the project's last snapshot; guarded by mu
 }
 
 // NewEngine returns an engine over the ledger.
@@ -144,7 +150,7 @@ func (e *Engine) with(ctx context.Context, project string, fresh bool, fn func(*
 	e.mu.Lock()
 	s := e.projects[project]
 	if s == nil {
-		s = &slot{p: NewProject(project)}
+		s = &slot{id: project, p: NewProject(project)}
 		e.projects[project] = s
 	}
 	e.mu.Unlock()

@@ -44,7 +44,7 @@ func (e *Engine) awaitLoad(ctx context.Context, s *slot, wait time.Duration) err
 	select {
 	case <-done:
 	case <-timeout:
-		return Errorf(Unavailable, "project %s is still loading its write model; retry after the time in Retry-After", s.p.ID)
+		return Errorf(Unavailable, "project %s is still loading its write model; retry after the time in Retry-After", s.id)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -63,7 +63,7 @@ func (e *Engine) awaitLoad(ctx context.Context, s *slot, wait time.Duration) err
 // does not waste the work for the next one.
 func (e *Engine) load(s *slot, done chan struct{}) {
 	s.mu.Lock()
-	err := e.catchUp(context.Background(), s.p)
+	err := e.fold(s)
 	if err == nil {
 		s.loaded.Store(true)
 	}
@@ -85,4 +85,27 @@ func (e *Engine) Loading() int {
 		}
 	}
 	return n
+}
+
+// fold loads s's write model: from its snapshot when there is a usable one,
+// then the events after it. A load that folded at least snapEvery events
+// saves a new snapshot (a failed save only costs the next load time).
+func (e *Engine) fold(s *slot) error {
+	ctx := context.Background()
+	if e.snaps != nil && s.p.Seq == 0 {
+		p, err := e.fromSnapshot(ctx, s.id)
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			s.p, s.snapSeq = p, p.Seq
+		}
+	}
+	if err := e.catchUp(ctx, s.p); err != nil {
+		return err
+	}
+	if e.snaps != nil && s.p.Seq >= s.snapSeq+e.snapEvery {
+		_ = e.saveSnapshot(s)
+	}
+	return nil
 }

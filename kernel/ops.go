@@ -200,7 +200,7 @@ func (e *Engine) Preload(ctx context.Context, projects []string) error {
 		e.mu.Lock()
 		s := e.projects[id]
 		if s == nil {
-			s = &slot{p: NewProject(id)}
+			s = &slot{id: id, p: NewProject(id)}
 			e.projects[id] = s
 		}
 		e.mu.Unlock()

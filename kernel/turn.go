@@ -129,6 +129,9 @@ func (p *Project) evolveTurn(r Recorded) {
 	if t == nil {
 		return
 	}
+	if t.State == StateFinished && oldState != StateFinished {
+		slim(t) // snapshot.go
+	}
 	if old == nil {
 		p.Turns[e.ID] = t
 		if t.Dispatch.DispatchKey != "" {

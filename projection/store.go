@@ -235,6 +235,9 @@ func (s *Store) Dump() (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if string(name) == string(bktSnapshots) {
+				return nil // the engine's, not a projection
+			}
 			m := map[string]string{}
 			err := b.ForEach(func(k, v []byte) error {
 				m[string(k)] = string(v)

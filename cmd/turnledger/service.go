@@ -106,6 +106,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	if s.engine, err = kernel.NewEngine(timedLedger{s.ledger, metrics.appends}, cfg.Kernel); err != nil {
 		return nil, err
 	}
+	s.engine.KeepSnapshots(s.store, snapshotEvery)
 	s.projector = projection.NewProjector(s.store, s.ledger)
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -217,6 +218,12 @@ func (s *service) Close() error {
 		s.cancel()
 	}
 	s.wg.Wait()
+	if s.engine != nil && s.store != nil {
+		// The next start loads the write models from here (kernel/snapshot.go).
+		if err := s.engine.SaveSnapshots(); err != nil {
+			s.cfg.Logger.Warn("save write-model snapshots", "err", err)
+		}
+	}
 	if s.store != nil {
 		errs = append(errs, s.store.Close())
 	}
@@ -243,6 +250,10 @@ type readiness struct {
 	// model; their requests are answered 503 with Retry-After meanwhile.
 	WriteModelsLoading int `json:"write_models_loading"`
 }
+
+// snapshotEvery: a load that folded this many events after the project's
+// snapshot saves a new one; serve also saves them when it stops.
+const snapshotEvery = 20_000
 
 // probeTimeout bounds the ledger look-ups of /readyz and of the diagnostics,
 // so that an unreachable NATS server makes them answer quickly, not hang.
