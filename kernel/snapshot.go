@@ -191,8 +191,8 @@ func decodeSnapshot(id string, data []byte) (*Project, error) {
 		if string(t.Dispatch.Input) == "null" {
 			t.Dispatch.Input = nil // a slim Turn's
 		}
-		if t.Dispatch.RootTurnID == t.ID {
-			t.Dispatch.RootTurnID = t.ID // one string, not two
+		if t.State == StateFinished {
+			p.slim(t) // changes nothing but the sharing of its strings
 		}
 		p.Turns[t.ID] = t
 		if t.State == StateQueued {
@@ -223,8 +223,35 @@ func compareU64(a, b uint64) int {
 // slim drops from a finished Turn what no decision reads again: its input,
 // final payload and record role, and its times. The projections keep all of
 // it for readers.
-func slim(t *Turn) {
+// The strings it keeps that many Turns share (project and agent ids, kind,
+// mode, outcome) are interned in p, and a root Turn's RootTurnID shares its
+// ID's bytes: a finished Turn is most of a long ledger's write model.
+func (p *Project) slim(t *Turn) {
 	t.Dispatch.Input, t.FinalPayload, t.FinalRecordRole = nil, nil, nil
 	t.StopRequestedAt, t.FinishedAt = nil, nil
 	t.CreatedAt, t.UpdatedAt = time.Time{}, time.Time{}
+	d := &t.Dispatch
+	for _, s := range []*string{&d.TargetAgent.ProjectID, &d.TargetAgent.AgentID, &d.RequestedBy.ProjectID,
+		&d.RequestedBy.AgentID, &d.TurnKind, &d.Authority.Mode, &t.Outcome} {
+		*s = p.intern(*s)
+	}
+	if d.RootTurnID == t.ID {
+		d.RootTurnID = t.ID
+	}
+}
+
+// intern returns the project's copy of s. The table only grows with the
+// distinct values of the fields slim interns: agents, kinds, outcomes.
+func (p *Project) intern(s string) string {
+	if s == "" {
+		return s
+	}
+	if v, ok := p.strs[s]; ok {
+		return v
+	}
+	if p.strs == nil {
+		p.strs = map[string]string{}
+	}
+	p.strs[s] = s
+	return s
 }

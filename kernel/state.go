@@ -31,7 +31,8 @@ type Project struct {
 	Invites      map[string]*Invite
 	InviteCodes  map[string]string // code hash → invite id
 	queues       map[string][]queued
-	claims       claimIndex // the live claims by expiry (claims.go)
+	claims       claimIndex        // the live claims by expiry (claims.go)
+	strs         map[string]string // interned strings of slim Turns (snapshot.go)
 }
 
 // queued is one entry of an agent's queue, ordered by the ledger_seq of the

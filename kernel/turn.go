@@ -130,7 +130,7 @@ func (p *Project) evolveTurn(r Recorded) {
 		return
 	}
 	if t.State == StateFinished && oldState != StateFinished {
-		slim(t) // snapshot.go
+		p.slim(t) // snapshot.go
 	}
 	if old == nil {
 		p.Turns[e.ID] = t
