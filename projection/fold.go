@@ -18,6 +18,10 @@ type folder struct {
 	// they are encoded once, by flush, however many events of the batch
 	// change them.
 	turnCache map[string]*turnRecord
+
+	// item is the feed item of the event being folded when it was encoded
+	// beforehand (a rebuild encodes them on other cores), else nil.
+	item []byte
 }
 
 func newFolder(tx *bolt.Tx) *folder {
@@ -73,9 +77,11 @@ func (f *folder) fold(r kernel.Recorded) error {
 	}
 	e := r.Event
 	p := e.ProjectID
-	item, err := feedItem(r)
-	if err != nil {
-		return err
+	item := f.item
+	if item == nil {
+		if item, err = feedItem(r); err != nil {
+			return err
+		}
 	}
 	if err := f.tx.Bucket(bktFeed).Put(seqKey(r.Seq, p), item); err != nil {
 		return err
