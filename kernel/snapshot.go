@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"time"
 )
@@ -28,9 +29,10 @@ import (
 
 // Snapshots is where the engine keeps the snapshots of write models.
 type Snapshots interface {
-	// LoadSnapshot returns the project's snapshot and the ledger_seq it was
-	// taken at (0 and nil when there is none).
-	LoadSnapshot(project string) (seq uint64, data []byte, err error)
+	// LoadSnapshot calls fn with the project's snapshot and the ledger_seq
+	// it was taken at (0 and nil when there is none); data is valid only
+	// while fn runs.
+	LoadSnapshot(project string, fn func(seq uint64, data []byte) error) error
 	// SaveSnapshot replaces the project's snapshot.
 	SaveSnapshot(project string, seq uint64, data []byte) error
 }
@@ -79,7 +81,10 @@ func (e *Engine) saveSnapshot(s *slot) error {
 	if err != nil {
 		return err
 	}
-	if err := e.snaps.SaveSnapshot(s.p.ID, s.p.Seq, data); err != nil {
+	err = e.snaps.SaveSnapshot(s.p.ID, s.p.Seq, data)
+	data = nil
+	debug.FreeOSMemory() // the encoding is as large as the snapshot
+	if err != nil {
 		return fmt.Errorf("kernel: save the snapshot of project %s: %w", s.p.ID, err)
 	}
 	s.snapSeq = s.p.Seq
@@ -89,21 +94,26 @@ func (e *Engine) saveSnapshot(s *slot) error {
 // fromSnapshot returns the project's write model from its snapshot, checked
 // against the ledger, or nil when there is no usable one.
 func (e *Engine) fromSnapshot(ctx context.Context, id string) (*Project, error) {
-	seq, data, err := e.snaps.LoadSnapshot(id)
-	if err != nil || seq == 0 {
-		return nil, err
-	}
 	last, err := e.ledger.LastSeq(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", id, err)
 	}
-	if seq > last {
-		return nil, nil // taken from another ledger
+	var p *Project
+	err = e.snaps.LoadSnapshot(id, func(seq uint64, data []byte) error {
+		if seq == 0 || seq > last {
+			return nil // none, or taken from another ledger
+		}
+		if q, err := decodeSnapshot(id, data); err == nil && q.Seq == seq {
+			p = q
+		} // else unreadable: fold from the start
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	p, err := decodeSnapshot(id, data)
-	if err != nil || p.Seq != seq {
-		return nil, nil // unreadable: fold from the start
-	}
+	// Decoding left garbage the size of the snapshot: give it back now
+	// rather than at the next cycles, so that the RSS stays near the heap.
+	debug.FreeOSMemory()
 	return p, nil
 }
 

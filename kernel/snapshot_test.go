@@ -132,7 +132,8 @@ func TestSnapshotLoadDecidesAsFullFold(t *testing.T) {
 	if err := a.SaveSnapshots(); err != nil {
 		t.Fatal(err)
 	}
-	snapSeq, _, err := f.store.LoadSnapshot("p1")
+	var snapSeq uint64
+	err := f.store.LoadSnapshot("p1", func(seq uint64, _ []byte) error { snapSeq = seq; return nil })
 	if err != nil || snapSeq == 0 {
 		t.Fatalf("LoadSnapshot = %d, %v; want a snapshot", snapSeq, err)
 	}
