@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
@@ -38,7 +39,7 @@ type Snapshots interface {
 }
 
 // snapshotVersion is the layout of a snapshot this build writes and reads.
-const snapshotVersion = 1
+const snapshotVersion = 2
 
 // KeepSnapshots makes the engine load write models from snapshots in s and
 // save one whenever a load folded at least every events after the snapshot,
@@ -122,7 +123,8 @@ type snapshot struct {
 	Seq          uint64                 `json:"seq"`
 	Agents       map[string]*Agent      `json:"agents"`
 	Credentials  map[string]*Credential `json:"credentials"`
-	Turns        []snapTurn             `json:"turns"`
+	Turns        []snapTurn             `json:"turns"` // all but the slim ones
+	Slim         int                    `json:"slim"`  // slim finished Turns, in the binary part (snapbin.go)
 	DispatchKeys map[string]string      `json:"dispatch_keys"`
 	Invites      map[string]*Invite     `json:"invites"`
 	InviteCodes  map[string]string      `json:"invite_codes"`
@@ -159,20 +161,38 @@ func encodeSnapshot(p *Project) ([]byte, error) {
 	s := snapshot{V: snapshotVersion, Seq: p.Seq, Agents: p.Agents, Credentials: p.Credentials,
 		DispatchKeys: p.DispatchKeys, Invites: p.Invites, InviteCodes: p.InviteCodes,
 		Turns: make([]snapTurn, 0, len(p.Turns))}
+	var slims []byte
 	for _, t := range p.Turns {
+		if slimShaped(t) {
+			s.Slim++
+			slims = appendSlim(slims, t)
+			continue
+		}
 		s.Turns = append(s.Turns, snapTurn{ID: t.ID, Order: t.Order, Dispatch: t.Dispatch, State: t.State, Outcome: t.Outcome,
 			StopRequested: t.StopRequested, StopRequestedAt: t.StopRequestedAt, Claim: t.Claim, Attempts: t.Attempts,
 			TurnSeq: t.TurnSeq, FinalPayload: t.FinalPayload, FinalRecordRole: t.FinalRecordRole,
 			CreatedAt: timeOrNil(t.CreatedAt), UpdatedAt: timeOrNil(t.UpdatedAt), FinishedAt: t.FinishedAt, Seq: t.Seq})
 	}
-	return json.Marshal(s)
+	head, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	// The JSON part, its length first, then the slim Turns.
+	out := make([]byte, 0, binary.MaxVarintLen64+len(head)+len(slims))
+	out = binary.AppendUvarint(out, uint64(len(head)))
+	return append(append(out, head...), slims...), nil
 }
 
 func decodeSnapshot(id string, data []byte) (*Project, error) {
+	n, k := binary.Uvarint(data)
+	if k <= 0 || n > uint64(len(data)-k) {
+		return nil, errSnapshotBinary
+	}
 	var s snapshot
-	if err := json.Unmarshal(data, &s); err != nil {
+	if err := json.Unmarshal(data[k:k+int(n)], &s); err != nil {
 		return nil, err
 	}
+	slims := data[k+int(n):]
 	if s.V != snapshotVersion {
 		return nil, fmt.Errorf("snapshot layout %d, this build reads %d", s.V, snapshotVersion)
 	}
@@ -209,6 +229,18 @@ func decodeSnapshot(id string, data []byte) (*Project, error) {
 			queued = append(queued, t)
 		}
 		p.claims.track(t)
+	}
+	r := slimReader{b: slims}
+	for range s.Slim {
+		t := r.turn(p)
+		if r.err != nil {
+			return nil, r.err
+		}
+		p.slim(t) // interns its strings
+		p.Turns[t.ID] = t
+	}
+	if len(r.b) != 0 {
+		return nil, errSnapshotBinary
 	}
 	slices.SortFunc(queued, func(a, b *Turn) int { return compareU64(a.Order, b.Order) })
 	for _, t := range queued {
