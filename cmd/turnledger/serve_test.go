@@ -134,6 +134,21 @@ func TestServeRestartKeepsEverything(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("serve exited with %d", code)
 	}
+	// serve saved the write model's snapshot when it stopped, at the
+	// project's last event: the restart loads from it (and the claim held
+	// across the restart fences below).
+	st, err := projection.Open(filepath.Join(dir, "projections.db"), projection.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snapSeq uint64
+	if err := st.LoadSnapshot("p1", func(seq uint64, _ []byte) error { snapSeq = seq; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if cp := st.Checkpoint(); snapSeq == 0 || snapSeq != cp {
+		t.Errorf("snapshot of p1 at ledger_seq %d after the stop, want the last one, %d", snapSeq, cp)
+	}
+	st.Close()
 
 	base2, _ := startServe(t, dir)
 	req.base, w.base = base2, base2
