@@ -102,7 +102,7 @@ func (d decider) turn(id string) (*Turn, error) {
 	if !ValidID(id) {
 		return nil, invalid("turn id %q must be 1 to 128 letters, digits, '_' or '-'", id)
 	}
-	t := d.p.Turns[id]
+	t := d.p.Turn(id)
 	if t == nil {
 		return nil, Errorf(NotFound, "turn %s not found in project %s", id, d.p.ID)
 	}
@@ -378,7 +378,7 @@ func (d decider) dispatch(cmd Dispatch) (*Event, error) {
 		}
 	}
 	if id, ok := d.p.DispatchKeys[DispatchKeyOf(cmd.RequestedBy.AgentID, cmd.DispatchKey)]; ok {
-		if d.p.Turns[id].Dispatch.BodyHash == cmd.BodyHash {
+		if d.p.Turn(id).Dispatch.BodyHash == cmd.BodyHash {
 			return nil, nil // the same dispatch again: the same Turn
 		}
 		return nil, Errorf(Conflict, "dispatch_key %q was used for turn %s with a different body", cmd.DispatchKey, id)

@@ -90,7 +90,7 @@ func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID st
 		if err != nil || ev == nil {
 			return err
 		}
-		t := p.Turns[ev.ID]
+		t := p.Turn(ev.ID)
 		res = &ClaimResult{
 			Token:  ClaimToken{ProjectID: project, TurnID: t.ID, AgentID: agentID, Token: token, ExpiresAt: t.Claim.ExpiresAt},
 			TurnID: t.ID, Seq: seq,
@@ -136,7 +136,7 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd Command) (Fence
 			return err
 		}
 		res.Seq = seq
-		if t := p.Turns[turnID]; t != nil {
+		if t := p.Turn(turnID); t != nil {
 			res.TurnSeq, res.StopRequested = t.TurnSeq, t.StopRequested
 			if r, ok := cmd.(Renew); ok && t.Claim != nil {
 				res.Claim = r.Claim

@@ -86,6 +86,29 @@ func (r *slimReader) str(p *Project) string {
 	return string(raw)
 }
 
+// next reads past one packed Turn without unpacking it and returns its id
+// (the reader's bytes).
+func (r *slimReader) next() (id []byte) {
+	r.uvarint() // flags
+	for i := range 14 {
+		n := r.uvarint()
+		if n > uint64(len(r.b)) {
+			r.err, r.b = errSnapshotBinary, nil
+			return nil
+		}
+		if i == 0 {
+			id = r.b[:n]
+		}
+		r.b = r.b[n:]
+	}
+	r.uvarint()
+	r.varint()
+	r.varint()
+	r.uvarint()
+	r.uvarint()
+	return id
+}
+
 func (r *slimReader) turn(p *Project) *Turn {
 	flags := r.uvarint()
 	t := &Turn{State: StateFinished}

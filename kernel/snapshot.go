@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -162,6 +163,10 @@ func encodeSnapshot(p *Project) ([]byte, error) {
 		DispatchKeys: p.DispatchKeys, Invites: p.Invites, InviteCodes: p.InviteCodes,
 		Turns: make([]snapTurn, 0, len(p.Turns))}
 	var slims []byte
+	for _, b := range p.done {
+		s.Slim++
+		slims = append(slims, b...)
+	}
 	for _, t := range p.Turns {
 		if slimShaped(t) {
 			s.Slim++
@@ -221,9 +226,6 @@ func decodeSnapshot(id string, data []byte) (*Project, error) {
 		if string(t.Dispatch.Input) == "null" {
 			t.Dispatch.Input = nil // a slim Turn's
 		}
-		if t.State == StateFinished {
-			p.slim(t) // changes nothing but the sharing of its strings
-		}
 		p.Turns[t.ID] = t
 		if t.State == StateQueued {
 			queued = append(queued, t)
@@ -231,13 +233,16 @@ func decodeSnapshot(id string, data []byte) (*Project, error) {
 		p.claims.track(t)
 	}
 	r := slimReader{b: slims}
+	if s.Slim > 0 {
+		p.done = make(map[string][]byte, s.Slim)
+	}
 	for range s.Slim {
-		t := r.turn(p)
+		rest := r.b
+		id := r.next()
 		if r.err != nil {
 			return nil, r.err
 		}
-		p.slim(t) // interns its strings
-		p.Turns[t.ID] = t
+		p.done[string(id)] = bytes.Clone(rest[:len(rest)-len(r.b)]) // the data is the file's: copy
 	}
 	if len(r.b) != 0 {
 		return nil, errSnapshotBinary

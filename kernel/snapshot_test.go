@@ -171,9 +171,7 @@ func TestSnapshotLoadDecidesAsFullFold(t *testing.T) {
 	}
 	var turns []string
 	full.View(t.Context(), "p1", func(p *kernel.Project) error {
-		for id := range p.Turns {
-			turns = append(turns, id)
-		}
+		turns = p.TurnIDs()
 		return nil
 	})
 	for _, id := range turns {
@@ -219,6 +217,7 @@ func TestSnapshotLoadDecidesAsFullFold(t *testing.T) {
 	// And the write models are the same, queues and claims included.
 	type model struct {
 		P       *kernel.Project
+		Turns   map[string]*kernel.Turn // finished ones unpacked
 		Queued  map[string][]string
 		Expired []string
 		Live    int
@@ -227,7 +226,10 @@ func TestSnapshotLoadDecidesAsFullFold(t *testing.T) {
 		var m model
 		e.View(t.Context(), "p1", func(p *kernel.Project) error {
 			cp := *p
-			m.P, m.Queued = &cp, map[string][]string{}
+			m.P, m.Queued, m.Turns = &cp, map[string][]string{}, map[string]*kernel.Turn{}
+			for _, id := range p.TurnIDs() {
+				m.Turns[id] = p.Turn(id)
+			}
 			for id := range p.Agents {
 				if n := p.NextQueued(id); n != nil {
 					m.Queued[id] = []string{fmt.Sprint(p.Queued(id)), n.ID}
