@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -158,16 +159,22 @@ func timeOrNil(t time.Time) *time.Time {
 	return &t
 }
 
+// EncodeSnapshot encodes p as a snapshot, for a Snapshots store: what the
+// engine saves, for a tool that folds write models itself (replay).
+func EncodeSnapshot(p *Project) ([]byte, error) { return encodeSnapshot(p) }
+
 func encodeSnapshot(p *Project) ([]byte, error) {
 	s := snapshot{V: snapshotVersion, Seq: p.Seq, Agents: p.Agents, Credentials: p.Credentials,
 		DispatchKeys: p.DispatchKeys, Invites: p.Invites, InviteCodes: p.InviteCodes,
 		Turns: make([]snapTurn, 0, len(p.Turns))}
+	// In order of turn id, so that equal write models give equal bytes.
 	var slims []byte
-	for _, b := range p.done {
+	for _, id := range slices.Sorted(maps.Keys(p.done)) {
 		s.Slim++
-		slims = append(slims, b...)
+		slims = append(slims, p.done[id]...)
 	}
-	for _, t := range p.Turns {
+	for _, id := range slices.Sorted(maps.Keys(p.Turns)) {
+		t := p.Turns[id]
 		if slimShaped(t) {
 			s.Slim++
 			slims = appendSlim(slims, t)
