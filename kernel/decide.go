@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"crypto/subtle"
-	"sort"
 	"time"
 )
 
@@ -103,7 +102,7 @@ func (d decider) turn(id string) (*Turn, error) {
 	if !ValidID(id) {
 		return nil, invalid("turn id %q must be 1 to 128 letters, digits, '_' or '-'", id)
 	}
-	t := d.p.Turns[id]
+	t := d.p.Turn(id)
 	if t == nil {
 		return nil, Errorf(NotFound, "turn %s not found in project %s", id, d.p.ID)
 	}
@@ -379,7 +378,7 @@ func (d decider) dispatch(cmd Dispatch) (*Event, error) {
 		}
 	}
 	if id, ok := d.p.DispatchKeys[DispatchKeyOf(cmd.RequestedBy.AgentID, cmd.DispatchKey)]; ok {
-		if d.p.Turns[id].Dispatch.BodyHash == cmd.BodyHash {
+		if d.p.Turn(id).Dispatch.BodyHash == cmd.BodyHash {
 			return nil, nil // the same dispatch again: the same Turn
 		}
 		return nil, Errorf(Conflict, "dispatch_key %q was used for turn %s with a different body", cmd.DispatchKey, id)
@@ -580,20 +579,4 @@ func (d decider) expireClaim(cmd ExpireClaim) (*Event, error) {
 		return nil, nil
 	}
 	return d.event(EvTurnClaimExpired, AggTurn, t.ID, &TurnClaimExpired{ClaimID: t.Claim.ID, Stopped: t.StopRequested}), nil
-}
-
-// ExpiredClaims lists the Turns whose claim has expired at now, oldest first.
-func ExpiredClaims(p *Project, now time.Time) []string {
-	var expired []*Turn
-	for _, t := range p.Turns {
-		if t.State == StateClaimed && t.Claim != nil && !now.Before(t.Claim.ExpiresAt) {
-			expired = append(expired, t)
-		}
-	}
-	sort.Slice(expired, func(i, j int) bool { return expired[i].Order < expired[j].Order })
-	ids := make([]string, len(expired))
-	for i, t := range expired {
-		ids[i] = t.ID
-	}
-	return ids
 }

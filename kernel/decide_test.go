@@ -260,7 +260,7 @@ func TestDrainedAgentClaimsNothingAndKeepsItsQueue(t *testing.T) {
 	if c := h.claim(w, "worker", "c1"); c != nil {
 		t.Fatalf("a drained agent claimed %s", c.TurnID)
 	}
-	if got := h.p.Turns["t1"].State; got != StateQueued {
+	if got := h.p.Turn("t1").State; got != StateQueued {
 		t.Errorf("turn state while drained = %s, want %s", got, StateQueued)
 	}
 	h.do(SetAgentAdmission{Common: req, AgentID: "worker", RequestedBy: ref("req"), Drain: false})
@@ -314,7 +314,7 @@ func TestFencing(t *testing.T) {
 		t.Errorf("final record turn_seq = %d, want 4", got)
 	}
 	h.refuse(fin, Fencing) // finished: the claim is gone
-	if got := h.p.Turns["t1"]; got.State != StateFinished || got.Outcome != "succeeded" {
+	if got := h.p.Turn("t1"); got.State != StateFinished || got.Outcome != "succeeded" {
 		t.Errorf("turn = %s/%s, want finished/succeeded", got.State, got.Outcome)
 	}
 	if got := h.p.Agents["worker"].ActiveClaims; got != 0 {
@@ -352,7 +352,7 @@ func TestStopAndResume(t *testing.T) {
 	// An unclaimed Turn ends when a stop is asked.
 	h.refuse(Stop{Common: stranger, TurnID: "t3", RequestedBy: ref("stranger")}, Forbidden)
 	h.do(Stop{Common: req, TurnID: "t3", RequestedBy: ref("req")})
-	if got := h.p.Turns["t3"]; got.State != StateFinished || got.Outcome != OutcomeStopped || !got.StopRequested {
+	if got := h.p.Turn("t3"); got.State != StateFinished || got.Outcome != OutcomeStopped || !got.StopRequested {
 		t.Fatalf("stopped unclaimed turn = %+v", got)
 	}
 	h.refuse(Stop{Common: req, TurnID: "t3", RequestedBy: ref("req")}, Conflict)
@@ -360,14 +360,14 @@ func TestStopAndResume(t *testing.T) {
 	// A claimed Turn gets the flag; the holder sees it and may not suspend.
 	tok := h.claim(w, "worker", "c1")
 	h.do(Stop{Common: req, TurnID: "t1", RequestedBy: ref("req")})
-	if got := h.p.Turns["t1"]; got.State != StateClaimed || !got.StopRequested {
+	if got := h.p.Turn("t1"); got.State != StateClaimed || !got.StopRequested {
 		t.Fatalf("stop of a claimed turn = %s, stop_requested %v", got.State, got.StopRequested)
 	}
 	h.refuse(Suspend{Common: w, TurnID: "t1", Claim: *tok, TokenHash: HashSecret(tok.Token)}, Conflict)
 	// The claim expires: the stop ends the Turn.
 	h.now = h.now.Add(2 * time.Minute)
 	h.do(ExpireClaim{Common: admin, TurnID: "t1"})
-	if got := h.p.Turns["t1"]; got.State != StateFinished || got.Outcome != OutcomeStopped {
+	if got := h.p.Turn("t1"); got.State != StateFinished || got.Outcome != OutcomeStopped {
 		t.Fatalf("expired stop-requested turn = %s/%s, want finished/stopped", got.State, got.Outcome)
 	}
 

@@ -22,7 +22,11 @@
 // and list filters alike.
 //
 // The Engine keeps each project's write model in memory, loaded from the
-// ledger on first use. A command takes the project's lock, decides, appends
+// ledger on first use, in the background: from a snapshot and the events
+// after it when there is one (snapshot.go), while requests wait at most
+// Config.LoadWait and are then answered Unavailable (load.go). Finished
+// Turns are kept slim, and live claims are indexed by expiry (claims.go), so
+// the reaper touches only what expired. A command takes the project's lock, decides, appends
 // with the expectation "the project's last ledger_seq is the one I folded",
 // and evolves. When another instance wrote first the append loses (ErrStale),
 // the engine catches up from the ledger and decides again. A refusal, or a

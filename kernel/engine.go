@@ -12,6 +12,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,8 +38,12 @@ type Config struct {
 	MaxInviteTTL  time.Duration // the longest lifetime an invite may ask for
 	MaxDepth      int           // deepest child Turn (a root Turn has depth 0)
 	MaxAttempts   int           // decide-append rounds before a contended command gives up
-	Now           func() time.Time
-	Rand          io.Reader
+	// LoadWait bounds how long a request waits for its project's write model
+	// to load (see load.go) before it is answered Unavailable (503, with
+	// Retry-After); 0 waits without bound.
+	LoadWait time.Duration
+	Now      func() time.Time
+	Rand     io.Reader
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -50,6 +55,7 @@ func DefaultConfig() Config {
 		MaxInviteTTL:  7 * 24 * time.Hour,
 		MaxDepth:      8,
 		MaxAttempts:   16,
+		LoadWait:      500 * time.Millisecond,
 		Now:           time.Now,
 		Rand:          rand.Reader,
 	}
@@ -73,6 +79,9 @@ func (c Config) Validate() error {
 	if c.MaxAttempts < 1 {
 		errs = append(errs, errors.New("max attempts must be at least 1"))
 	}
+	if c.LoadWait < 0 {
+		errs = append(errs, errors.New("load wait must not be negative"))
+	}
 	if c.Now == nil || c.Rand == nil {
 		errs = append(errs, errors.New("a clock and a random source are required"))
 	}
@@ -90,12 +99,23 @@ type Engine struct {
 
 	mu       sync.Mutex
 	projects map[string]*slot
+
+	snaps     Snapshots // nil: no snapshots (snapshot.go)
+	snapEvery uint64
 }
 
 type slot struct {
+	id     string
 	mu     sync.Mutex
 	p      *Project
-	loaded bool
+	loaded atomic.Bool // set once, under mu, when p has been folded
+
+	// loading is closed when the load under way ends (nil when none runs);
+	// loadErr is that load's error. Both are guarded by Engine.mu.
+	loading chan struct{}
+	loadErr error
+
+	snapSeq uint64 // ledger_seq of the project's last snapshot; guarded by mu
 }
 
 // NewEngine returns an engine over the ledger.
@@ -114,8 +134,10 @@ func (e *Engine) Projects() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ids := make([]string, 0, len(e.projects))
-	for id := range e.projects {
-		ids = append(ids, id)
+	for id, s := range e.projects {
+		if s.loaded.Load() {
+			ids = append(ids, id)
+		}
 	}
 	return ids
 }
@@ -128,18 +150,16 @@ func (e *Engine) with(ctx context.Context, project string, fresh bool, fn func(*
 	e.mu.Lock()
 	s := e.projects[project]
 	if s == nil {
-		s = &slot{p: NewProject(project)}
+		s = &slot{id: project, p: NewProject(project)}
 		e.projects[project] = s
 	}
 	e.mu.Unlock()
+	if err := e.awaitLoad(ctx, s, e.cfg.LoadWait); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.loaded {
-		if err := e.catchUp(ctx, s.p); err != nil {
-			return err
-		}
-		s.loaded = true
-	} else if fresh {
+	if fresh {
 		if _, err := e.behind(ctx, s.p); err != nil {
 			return err
 		}

@@ -90,7 +90,7 @@ func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID st
 		if err != nil || ev == nil {
 			return err
 		}
-		t := p.Turns[ev.ID]
+		t := p.Turn(ev.ID)
 		res = &ClaimResult{
 			Token:  ClaimToken{ProjectID: project, TurnID: t.ID, AgentID: agentID, Token: token, ExpiresAt: t.Claim.ExpiresAt},
 			TurnID: t.ID, Seq: seq,
@@ -136,7 +136,7 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd Command) (Fence
 			return err
 		}
 		res.Seq = seq
-		if t := p.Turns[turnID]; t != nil {
+		if t := p.Turn(turnID); t != nil {
 			res.TurnSeq, res.StopRequested = t.TurnSeq, t.StopRequested
 			if r, ok := cmd.(Renew); ok && t.Claim != nil {
 				res.Claim = r.Claim
@@ -190,10 +190,21 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 }
 
 // Preload loads the projects' write models, so that the reaper sees them
-// before any request names them.
+// before any request names them. It waits for each load without the bound
+// of Config.LoadWait.
 func (e *Engine) Preload(ctx context.Context, projects []string) error {
-	for _, p := range projects {
-		if err := e.with(ctx, p, false, func(*Project) error { return nil }); err != nil {
+	for _, id := range projects {
+		if !ValidID(id) {
+			continue
+		}
+		e.mu.Lock()
+		s := e.projects[id]
+		if s == nil {
+			s = &slot{id: id, p: NewProject(id)}
+			e.projects[id] = s
+		}
+		e.mu.Unlock()
+		if err := e.awaitLoad(ctx, s, 0); err != nil {
 			return err
 		}
 	}

@@ -187,12 +187,12 @@ func CanReadTurn(p *Project, c Caller, now time.Time, turnID string) error {
 	if CanReadAll(p, c) {
 		return nil
 	}
-	t := p.Turns[turnID]
+	t := p.Turn(turnID)
 	if t == nil {
 		return Errorf(NotFound, "turn %s not found", turnID)
 	}
 	var root *TurnDispatched
-	if r := p.Turns[t.Dispatch.RootTurnID]; r != nil && r != t {
+	if r := p.Turn(t.Dispatch.RootTurnID); r != nil && r.ID != t.ID {
 		root = &r.Dispatch
 	}
 	if slices.Contains(TurnReaders(p.ID, &t.Dispatch, root), c.AgentID) {

@@ -26,11 +26,14 @@ type Project struct {
 
 	Agents       map[string]*Agent
 	Credentials  map[string]*Credential // by credential id
-	Turns        map[string]*Turn
-	DispatchKeys map[string]string // DispatchKeyOf(requester, dispatch_key) → turn id
+	Turns        map[string]*Turn       // the Turns not finished; Turn finds any (packed.go)
+	DispatchKeys map[string]string      // DispatchKeyOf(requester, dispatch_key) → turn id
 	Invites      map[string]*Invite
 	InviteCodes  map[string]string // code hash → invite id
 	queues       map[string][]queued
+	claims       claimIndex        // the live claims by expiry (claims.go)
+	strs         map[string]string // interned strings of slim Turns (snapshot.go)
+	done         map[string][]byte // the finished Turns, packed (packed.go)
 }
 
 // queued is one entry of an agent's queue, ordered by the ledger_seq of the

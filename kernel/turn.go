@@ -120,7 +120,7 @@ func EvolveTurn(t *Turn, r Recorded) *Turn {
 // the claim holder's capacity.
 func (p *Project) evolveTurn(r Recorded) {
 	e := r.Event
-	old := p.Turns[e.ID]
+	old := p.Turn(e.ID) // a finished one unpacked: it is kept again below
 	oldState, oldHolder := "", ""
 	if old != nil {
 		oldState, oldHolder = old.State, old.holder()
@@ -129,8 +129,10 @@ func (p *Project) evolveTurn(r Recorded) {
 	if t == nil {
 		return
 	}
+	if t.State == StateFinished && oldState != StateFinished {
+		p.slim(t) // snapshot.go
+	}
 	if old == nil {
-		p.Turns[e.ID] = t
 		if t.Dispatch.DispatchKey != "" {
 			p.DispatchKeys[DispatchKeyOf(t.Dispatch.RequestedBy.AgentID, t.Dispatch.DispatchKey)] = t.ID
 		}
@@ -141,6 +143,7 @@ func (p *Project) evolveTurn(r Recorded) {
 	case oldState != StateQueued && t.State == StateQueued:
 		p.enqueue(t)
 	}
+	p.claims.track(t)
 	if h := t.holder(); h != oldHolder {
 		if a := p.Agents[oldHolder]; a != nil && a.ActiveClaims > 0 {
 			a.ActiveClaims--
@@ -149,6 +152,7 @@ func (p *Project) evolveTurn(r Recorded) {
 			a.ActiveClaims++
 		}
 	}
+	p.keep(t)
 }
 
 // holder returns the agent holding the Turn's claim, or "".

@@ -78,6 +78,7 @@
 //	agent_seen         (project, agent)                   → last seen, Unix ns
 //	agent_claims       (project, agent)                   → Turns the agent holds a claim on
 //	queued             (project, agent, turn_kind)        → queued Turns of that kind for it
+//	snapshots          (project)                          → the engine's write-model snapshot (not a projection)
 //	offers             (project, capability, agent)       → empty
 //	credentials        (project, agent, credential)       → kernel.Credential JSON, no hash
 //

@@ -18,11 +18,29 @@ type folder struct {
 	// they are encoded once, by flush, however many events of the batch
 	// change them.
 	turnCache map[string]*turnRecord
+
+	// item is the feed item of the event being folded when it was encoded
+	// beforehand (a rebuild encodes them on other cores), else nil.
+	item []byte
 }
 
 func newFolder(tx *bolt.Tx) *folder {
+	for _, name := range appendOnly {
+		tx.Bucket(name).FillPercent = appendFill
+	}
 	return &folder{tx: tx, turnCache: map[string]*turnRecord{}}
 }
+
+// appendOnly are the buckets whose keys end in a ledger_seq (or dispatch
+// seq) under a prefix that stays put: new keys land at the end of their
+// prefix's range, so a split page never gets another key and bbolt's default
+// fill of 0.5 would leave it half empty for good. They are filled to
+// appendFill instead (bbolt keeps the setting for the transaction, as it
+// keeps the bucket). Buckets keyed by Turn id take keys anywhere and keep the
+// default.
+var appendOnly = [][]byte{bktFeed, bktAgentFeed, bktByDispatch, bktByTarget, bktByAgent, bktByState}
+
+const appendFill = 0.95
 
 // turn returns the cached record of a Turn, reading it when needed; nil when
 // there is none.
@@ -59,9 +77,11 @@ func (f *folder) fold(r kernel.Recorded) error {
 	}
 	e := r.Event
 	p := e.ProjectID
-	item, err := feedItem(r)
-	if err != nil {
-		return err
+	item := f.item
+	if item == nil {
+		if item, err = feedItem(r); err != nil {
+			return err
+		}
 	}
 	if err := f.tx.Bucket(bktFeed).Put(seqKey(r.Seq, p), item); err != nil {
 		return err

@@ -21,11 +21,12 @@ var (
 	bktQueued     = []byte("queued")
 	bktOffers     = []byte("offers")
 	bktCreds      = []byte("credentials")
+	bktSnapshots  = []byte("snapshots") // the engine's, not a projection (snapshots.go)
 
 	allBuckets = [][]byte{
 		bktMeta, bktTurns, bktByDispatch, bktByTarget, bktByState, bktByAgent, bktChildren,
 		bktContext, bktFeed, bktTurnFeed, bktAgentFeed, bktAgents, bktSeen,
-		bktClaims, bktQueued, bktOffers, bktCreds,
+		bktClaims, bktQueued, bktOffers, bktCreds, bktSnapshots,
 	}
 
 	keyCheckpoint = []byte("checkpoint")

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/turnledger/turnledger/kernel"
@@ -125,24 +127,7 @@ func Rebuild(ctx context.Context, path string, src Reader, progress func(applied
 			os.Remove(path)
 		}
 	}()
-	_, err = src.ReadAll(ctx, 0, func(batch []kernel.Recorded, head uint64) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		for i, r := range batch {
-			if r.Seq > head {
-				batch = batch[:i]
-				break
-			}
-		}
-		if err := st.Apply(batch); err != nil {
-			return err
-		}
-		if progress != nil {
-			progress(st.Checkpoint(), head)
-		}
-		return nil
-	})
+	err = rebuildFold(ctx, st, src, progress)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -170,4 +155,102 @@ func Install(rebuilt, live string) error {
 		return fmt.Errorf("projection: install: sync directory: %w", err)
 	}
 	return nil
+}
+
+// rebuildTxEvents is how many events a rebuild folds per transaction: the
+// Turns a batch changes are encoded once per transaction (folder.turnCache),
+// and each commit rewrites every page it dirtied, so large transactions do
+// less of both; past a few thousand events a transaction gains little and
+// holds more dirty pages.
+var rebuildTxEvents = 8 << 10 // a test lowers it
+
+// rebuildFold reads the ledger up to its head and folds it into st in
+// transactions of about rebuildTxEvents events. The fold of one transaction
+// runs on its own goroutine while the reader decodes the next (the ledger
+// decodes on every core), so reading and folding overlap; at most one
+// transaction waits between them, which bounds the memory.
+func rebuildFold(ctx context.Context, st *Store, src Reader, progress func(applied, head uint64)) error {
+	type job struct {
+		batch []kernel.Recorded
+		items [][]byte
+		head  uint64
+	}
+	jobs := make(chan job, 1)
+	done := make(chan error, 1)
+	var failed atomic.Pointer[error]
+	go func() {
+		var err error
+		for j := range jobs {
+			if err != nil {
+				continue // drain: the reader stops at its next batch
+			}
+			if err = st.apply(j.batch, j.items); err != nil {
+				failed.Store(&err)
+				continue
+			}
+			if progress != nil {
+				progress(st.Checkpoint(), j.head)
+			}
+		}
+		done <- err
+	}()
+	var pending []kernel.Recorded
+	var head uint64
+	_, err := src.ReadAll(ctx, 0, func(batch []kernel.Recorded, h uint64) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if e := failed.Load(); e != nil {
+			return *e
+		}
+		head = h
+		for i, r := range batch {
+			if r.Seq > head {
+				batch = batch[:i]
+				break
+			}
+		}
+		if pending == nil {
+			pending = make([]kernel.Recorded, 0, rebuildTxEvents+len(batch))
+		}
+		pending = append(pending, batch...)
+		if len(pending) >= rebuildTxEvents {
+			jobs <- job{pending, feedItems(pending), head}
+			pending = nil
+		}
+		return nil
+	})
+	if err == nil && len(pending) > 0 {
+		jobs <- job{pending, feedItems(pending), head}
+	}
+	close(jobs)
+	if ferr := <-done; ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+// feedItems encodes the feed items of a batch on every core: the fold's
+// own goroutine is a rebuild's bottleneck, and the encoding is an eighth of
+// its work. An event whose item cannot be encoded gets nil: the fold encodes
+// it again and reports the error.
+func feedItems(batch []kernel.Recorded) [][]byte {
+	items := make([][]byte, len(batch))
+	n := runtime.GOMAXPROCS(0)
+	per := (len(batch) + n - 1) / n
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(batch); lo += per {
+		hi := min(lo+per, len(batch))
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				r := batch[i]
+				var err error
+				if r.Event, err = kernel.TypedData(r.Event); err == nil {
+					items[i], _ = feedItem(r)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return items
 }

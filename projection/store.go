@@ -175,7 +175,11 @@ func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 // checkpoint are skipped; the rest must come in strictly increasing
 // ledger_seq order. A gap is allowed (see the package doc). On error nothing
 // of the batch is applied.
-func (s *Store) Apply(batch []kernel.Recorded) error {
+func (s *Store) Apply(batch []kernel.Recorded) error { return s.apply(batch, nil) }
+
+// apply is Apply with the batch's feed items encoded beforehand (items[i]
+// for batch[i]; nil, or a nil item, when not: the fold encodes it).
+func (s *Store) apply(batch []kernel.Recorded, items [][]byte) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -190,7 +194,10 @@ func (s *Store) Apply(batch []kernel.Recorded) error {
 		f := newFolder(tx)
 		cp := getU64(f.tx.Bucket(bktMeta).Get(keyCheckpoint))
 		prev := cp
-		for _, r := range batch {
+		for i, r := range batch {
+			if items != nil {
+				f.item = items[i]
+			}
 			if r.Seq <= prev {
 				if prev == cp {
 					continue // already applied
@@ -235,6 +242,9 @@ func (s *Store) Dump() (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if string(name) == string(bktSnapshots) {
+				return nil // the engine's, not a projection
+			}
 			m := map[string]string{}
 			err := b.ForEach(func(k, v []byte) error {
 				m[string(k)] = string(v)

@@ -174,11 +174,20 @@ type benchResult struct {
 	CPUCores     float64                 `json:"cpu_cores,omitempty"`
 	ProcessRSSMB float64                 `json:"rss_mib,omitempty"`
 	// feed, replay, start
-	Events        int     `json:"events,omitempty"`
-	FeedP50       float64 `json:"feed_page_p50_ms,omitempty"`
-	FeedP99       float64 `json:"feed_page_p99_ms,omitempty"`
-	ReplayPerSec  float64 `json:"replay_events_per_second,omitempty"`
-	ReadySeconds  float64 `json:"ready_seconds,omitempty"`
+	Events       int     `json:"events,omitempty"`
+	FeedP50      float64 `json:"feed_page_p50_ms,omitempty"`
+	FeedP99      float64 `json:"feed_page_p99_ms,omitempty"`
+	ReplayPerSec float64 `json:"replay_events_per_second,omitempty"`
+	ReadySeconds float64 `json:"ready_seconds,omitempty"`
+	// LoadedSeconds: from process start to the first answered request of
+	// the bench project (its write model loaded; 503 until then), and the
+	// RSS then.
+	LoadedSeconds float64 `json:"loaded_seconds,omitempty"`
+	LoadedRSSMB   float64 `json:"loaded_rss_mib,omitempty"`
+	// LoadedAnonMB is the anonymous part of LoadedRSSMB (heap, stacks);
+	// the rest is pages of mapped files (bbolt's mmap of projections.db),
+	// which the kernel can drop and read again.
+	LoadedAnonMB  float64 `json:"loaded_rss_anon_mib,omitempty"`
 	PeakRSSMB     float64 `json:"peak_rss_mib,omitempty"`
 	ProjectionsMB float64 `json:"projections_mib,omitempty"`
 	LedgerMB      float64 `json:"ledger_mib,omitempty"`
@@ -218,7 +227,8 @@ func (r *benchResult) print(w io.Writer) {
 	case "replay":
 		fmt.Fprintf(w, "%d events: replay %.0f events/s, peak RSS %.0f MiB\n", r.Events, r.ReplayPerSec, r.PeakRSSMB)
 	case "start":
-		fmt.Fprintf(w, "%d events: ready in %.2f s, RSS when ready %.0f MiB\n", r.Events, r.ReadySeconds, r.PeakRSSMB)
+		fmt.Fprintf(w, "%d events: ready in %.2f s, RSS when ready %.0f MiB; first request answered (write model loaded) in %.2f s, RSS then %.0f MiB (%.0f MiB anonymous, the rest mapped files)\n",
+			r.Events, r.ReadySeconds, r.PeakRSSMB, r.LoadedSeconds, r.LoadedRSSMB, r.LoadedAnonMB)
 	}
 	if r.LedgerMB > 0 {
 		fmt.Fprintf(w, "files: ledger %.0f MiB, projections %.0f MiB\n", r.LedgerMB, r.ProjectionsMB)
@@ -714,6 +724,12 @@ func (b *bench) atScale(ctx context.Context) (*benchResult, error) {
 		defer srv.stop()
 		res.ReadySeconds = srv.ready.Seconds()
 		res.PeakRSSMB = float64(rssKiB(srv.cmd.Process.Pid, "VmRSS")) / 1024
+		if err := srv.awaitLoaded(ctx); err != nil {
+			return nil, err
+		}
+		res.LoadedSeconds = srv.loaded.Seconds()
+		res.LoadedRSSMB = float64(rssKiB(srv.cmd.Process.Pid, "VmRSS")) / 1024
+		res.LoadedAnonMB = float64(rssKiB(srv.cmd.Process.Pid, "RssAnon")) / 1024
 		if b.cfg.Scenario == "feed" {
 			if err := b.feedPages(ctx, srv, res); err != nil {
 				return nil, err
@@ -783,9 +799,13 @@ func ledgerHead(dir string) uint64 {
 type child struct {
 	cmd   *exec.Cmd
 	url   string
+	start time.Time
 	ready time.Duration
-	admin string
-	done  chan struct{}
+	// loaded: until the first request of the bench project was answered
+	// (serve answers 503 while the project's write model loads).
+	loaded time.Duration
+	admin  string
+	done   chan struct{}
 }
 
 var servingLine = regexp.MustCompile(`serving on (http://\S+),`)
@@ -799,7 +819,7 @@ func startChild(ctx context.Context, self, dir string) (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &child{cmd: cmd, admin: "tladm_bench", done: make(chan struct{})}
+	c := &child{cmd: cmd, start: start, admin: "tladm_bench", done: make(chan struct{})}
 	found := make(chan string, 1)
 	go func() {
 		defer close(c.done)
@@ -842,6 +862,25 @@ func startChild(ctx context.Context, self, dir string) (*child, error) {
 	}
 	c.ready = time.Since(start)
 	return c, nil
+}
+
+// awaitLoaded asks for a feed page of the bench project until it is
+// answered (not 503) and sets c.loaded.
+func (c *child) awaitLoaded(ctx context.Context) error {
+	a := newAPI(c.url, 1)
+	adm := map[string]string{"Authorization": "Bearer " + c.admin}
+	for {
+		err := a.do(ctx, "GET", adm, "/v3r1/projects/bench0/projection/feed?limit=1", nil, nil)
+		var se *statusErr
+		if err == nil {
+			c.loaded = time.Since(c.start)
+			return nil
+		}
+		if !errors.As(err, &se) || se.status != http.StatusServiceUnavailable || ctx.Err() != nil || time.Since(c.start) > 10*time.Minute {
+			return fmt.Errorf("the first request of the bench project: %w", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (c *child) stop() {

@@ -118,16 +118,8 @@ func (s *service) claimCounts() (live, expired int) {
 	now := s.cfg.Kernel.Now()
 	for _, p := range s.engine.Projects() {
 		s.engine.ViewFolded(context.Background(), p, func(p *kernel.Project) error {
-			for _, t := range p.Turns {
-				if t.Claim == nil {
-					continue
-				}
-				if now.Before(t.Claim.ExpiresAt) {
-					live++
-				} else {
-					expired++
-				}
-			}
+			l, x := p.ClaimCounts(now)
+			live, expired = live+l, expired+x
 			return nil
 		})
 	}

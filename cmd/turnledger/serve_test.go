@@ -134,6 +134,21 @@ func TestServeRestartKeepsEverything(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("serve exited with %d", code)
 	}
+	// serve saved the write model's snapshot when it stopped, at the
+	// project's last event: the restart loads from it (and the claim held
+	// across the restart fences below).
+	st, err := projection.Open(filepath.Join(dir, "projections.db"), projection.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snapSeq uint64
+	if err := st.LoadSnapshot("p1", func(seq uint64, _ []byte) error { snapSeq = seq; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if cp := st.Checkpoint(); snapSeq == 0 || snapSeq != cp {
+		t.Errorf("snapshot of p1 at ledger_seq %d after the stop, want the last one, %d", snapSeq, cp)
+	}
+	st.Close()
 
 	base2, _ := startServe(t, dir)
 	req.base, w.base = base2, base2
@@ -239,6 +254,12 @@ func TestReplayRebuildsTheSameProjections(t *testing.T) {
 		t.Fatalf("serve exited with %d", code)
 	}
 	live := dumpProjections(t, filepath.Join(dir, "projections.db"))
+	liveSnaps := snapshots(t, filepath.Join(dir, "projections.db"), "p1", "p2")
+	for p, snap := range liveSnaps {
+		if strings.HasPrefix(snap, "at 0:") {
+			t.Errorf("serve saved no snapshot of %s when it stopped", p)
+		}
+	}
 
 	var out bytes.Buffer
 	if code := Main(t.Context(), []string{"replay", "--data", dir}, &out, &out); code != 0 {
@@ -251,9 +272,37 @@ func TestReplayRebuildsTheSameProjections(t *testing.T) {
 	if diff := cmp.Diff(live, rebuilt); diff != "" {
 		t.Errorf("rebuilt projections differ from the live ones (-live +rebuilt):\n%s", diff)
 	}
+	// Replay folds the write models on the way and leaves their snapshots
+	// in the new file: the same bytes as the ones serve saved when it
+	// stopped, so the next start loads them instead of the whole history.
+	if diff := cmp.Diff(liveSnaps, snapshots(t, filepath.Join(dir, "projections.db"), "p1", "p2")); diff != "" {
+		t.Errorf("replay's write-model snapshots differ from serve's (-serve +replay):\n%s", diff)
+	}
 	if len(live["feed"]) < 200 {
 		t.Errorf("the scenario left only %d feed items", len(live["feed"]))
 	}
+}
+
+// snapshots reads the write-model snapshots of the projects: ledger_seq
+// and bytes.
+func snapshots(t *testing.T, path string, projects ...string) map[string]string {
+	t.Helper()
+	st, err := projection.Open(path, projection.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	out := map[string]string{}
+	for _, p := range projects {
+		err := st.LoadSnapshot(p, func(seq uint64, data []byte) error {
+			out[p] = fmt.Sprintf("at %d: %x", seq, data)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }
 
 func (c client) rawStatus(method, path string, body any) int {

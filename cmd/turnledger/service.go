@@ -106,6 +106,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	if s.engine, err = kernel.NewEngine(timedLedger{s.ledger, metrics.appends}, cfg.Kernel); err != nil {
 		return nil, err
 	}
+	s.engine.KeepSnapshots(s.store, snapshotEvery)
 	s.projector = projection.NewProjector(s.store, s.ledger)
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -118,9 +119,16 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	if err != nil {
 		return nil, err
 	}
-	if err := s.engine.Preload(ctx, projects); err != nil {
-		return nil, err
-	}
+	// The write models load in the background (see kernel/load.go): serve
+	// listens at once, and a request of a project still loading is answered
+	// 503 with Retry-After after a short wait.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.engine.Preload(runCtx, projects); err != nil && runCtx.Err() == nil {
+			cfg.Logger.Warn("load write models", "err", err)
+		}
+	}()
 	s.reaper = kernel.NewReaper(s.engine, s.store, cfg.ReapInterval, cfg.Logger)
 	s.wg.Add(1)
 	go func() {
@@ -210,6 +218,12 @@ func (s *service) Close() error {
 		s.cancel()
 	}
 	s.wg.Wait()
+	if s.engine != nil && s.store != nil {
+		// The next start loads the write models from here (kernel/snapshot.go).
+		if err := s.engine.SaveSnapshots(); err != nil {
+			s.cfg.Logger.Warn("save write-model snapshots", "err", err)
+		}
+	}
 	if s.store != nil {
 		errs = append(errs, s.store.Close())
 	}
@@ -232,7 +246,14 @@ type readiness struct {
 	// leader (absent when it cannot be read).
 	Stream *ledger.StreamStatus `json:"stream,omitempty"`
 	Lag    lagReport            `json:"projection_lag"`
+	// WriteModelsLoading is how many projects are still loading their write
+	// model; their requests are answered 503 with Retry-After meanwhile.
+	WriteModelsLoading int `json:"write_models_loading"`
 }
+
+// snapshotEvery: a load that folded this many events after the project's
+// snapshot saves a new one; serve also saves them when it stops.
+const snapshotEvery = 20_000
 
 // probeTimeout bounds the ledger look-ups of /readyz and of the diagnostics,
 // so that an unreachable NATS server makes them answer quickly, not hang.
@@ -241,7 +262,7 @@ const probeTimeout = 2 * time.Second
 func (s *service) ready(ctx context.Context) (any, bool) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	r := readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status()}
+	r := readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status(), WriteModelsLoading: s.engine.Loading()}
 	r.Backend.Kind = "embedded"
 	if s.embedded == nil {
 		r.Backend.Kind, r.Backend.URL = "external", redactURLs(s.cfg.NATSURL)

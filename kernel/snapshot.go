@@ -1,0 +1,311 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"runtime/debug"
+	"slices"
+	"time"
+)
+
+// Snapshots of write models.
+//
+// Folding a project's whole history on its first use costs a second per
+// 60-70k events; a snapshot of the write model with the ledger_seq it was
+// folded to lets a load decode it and fold only the events after it. The
+// engine keeps one snapshot per project where Snapshots says (serve: a
+// bucket of the projection file). A snapshot is checked against the ledger
+// before use: one whose ledger_seq lies beyond the project's last event is
+// from another ledger (the NATS data was lost or replaced) and is ignored,
+// and so is one this build cannot read; the project is then folded from the
+// start. Losing a snapshot costs time, never correctness: it is derived from
+// the ledger like every other state.
+//
+// Finished Turns are kept slim (see slim): decisions about a finished Turn
+// read its state, its dispatch's parties, keys and root, never its input,
+// final payload or times, so those are dropped when it finishes, in the full
+// fold and in a snapshot's alike.
+
+// Snapshots is where the engine keeps the snapshots of write models.
+type Snapshots interface {
+	// LoadSnapshot calls fn with the project's snapshot and the ledger_seq
+	// it was taken at (0 and nil when there is none); data is valid only
+	// while fn runs.
+	LoadSnapshot(project string, fn func(seq uint64, data []byte) error) error
+	// SaveSnapshot replaces the project's snapshot.
+	SaveSnapshot(project string, seq uint64, data []byte) error
+}
+
+// snapshotVersion is the layout of a snapshot this build writes and reads.
+const snapshotVersion = 2
+
+// KeepSnapshots makes the engine load write models from snapshots in s and
+// save one whenever a load folded at least every events after the snapshot,
+// and on SaveSnapshots. Call it before the engine serves.
+func (e *Engine) KeepSnapshots(s Snapshots, every uint64) {
+	e.snaps, e.snapEvery = s, max(every, 1)
+}
+
+// SaveSnapshots saves a snapshot of every loaded project that moved on since
+// its last one (serve calls it when it stops). It returns the first error
+// after trying every project.
+func (e *Engine) SaveSnapshots() error {
+	if e.snaps == nil {
+		return nil
+	}
+	e.mu.Lock()
+	slots := make([]*slot, 0, len(e.projects))
+	for _, s := range e.projects {
+		if s.loaded.Load() {
+			slots = append(slots, s)
+		}
+	}
+	e.mu.Unlock()
+	var first error
+	for _, s := range slots {
+		s.mu.Lock()
+		if s.p.Seq > s.snapSeq {
+			if err := e.saveSnapshot(s); err != nil && first == nil {
+				first = err
+			}
+		}
+		s.mu.Unlock()
+	}
+	return first
+}
+
+// saveSnapshot saves s's write model; s.mu is held.
+func (e *Engine) saveSnapshot(s *slot) error {
+	data, err := encodeSnapshot(s.p)
+	if err != nil {
+		return err
+	}
+	err = e.snaps.SaveSnapshot(s.p.ID, s.p.Seq, data)
+	data = nil
+	debug.FreeOSMemory() // the encoding is as large as the snapshot
+	if err != nil {
+		return fmt.Errorf("kernel: save the snapshot of project %s: %w", s.p.ID, err)
+	}
+	s.snapSeq = s.p.Seq
+	return nil
+}
+
+// fromSnapshot returns the project's write model from its snapshot, checked
+// against the ledger, or nil when there is no usable one.
+func (e *Engine) fromSnapshot(ctx context.Context, id string) (*Project, error) {
+	last, err := e.ledger.LastSeq(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", id, err)
+	}
+	var p *Project
+	err = e.snaps.LoadSnapshot(id, func(seq uint64, data []byte) error {
+		if seq == 0 || seq > last {
+			return nil // none, or taken from another ledger
+		}
+		if q, err := decodeSnapshot(id, data); err == nil && q.Seq == seq {
+			p = q
+		} // else unreadable: fold from the start
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Decoding left garbage the size of the snapshot: give it back now
+	// rather than at the next cycles, so that the RSS stays near the heap.
+	debug.FreeOSMemory()
+	return p, nil
+}
+
+type snapshot struct {
+	V            int                    `json:"v"`
+	Seq          uint64                 `json:"seq"`
+	Agents       map[string]*Agent      `json:"agents"`
+	Credentials  map[string]*Credential `json:"credentials"`
+	Turns        []snapTurn             `json:"turns"` // all but the slim ones
+	Slim         int                    `json:"slim"`  // slim finished Turns, in the binary part (snapbin.go)
+	DispatchKeys map[string]string      `json:"dispatch_keys"`
+	Invites      map[string]*Invite     `json:"invites"`
+	InviteCodes  map[string]string      `json:"invite_codes"`
+}
+
+// snapTurn is a Turn in a snapshot: short names, empty fields left out.
+type snapTurn struct {
+	ID              string          `json:"i"`
+	Order           uint64          `json:"o"`
+	Dispatch        TurnDispatched  `json:"d"`
+	State           string          `json:"s"`
+	Outcome         string          `json:"oc,omitempty"`
+	StopRequested   bool            `json:"sr,omitempty"`
+	StopRequestedAt *time.Time      `json:"sa,omitempty"`
+	Claim           *Claim          `json:"c,omitempty"`
+	Attempts        int             `json:"a,omitempty"`
+	TurnSeq         uint64          `json:"ts,omitempty"`
+	FinalPayload    json.RawMessage `json:"fp,omitempty"`
+	FinalRecordRole *string         `json:"fr,omitempty"`
+	CreatedAt       *time.Time      `json:"ca,omitempty"`
+	UpdatedAt       *time.Time      `json:"ua,omitempty"`
+	FinishedAt      *time.Time      `json:"fa,omitempty"`
+	Seq             uint64          `json:"q"`
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// EncodeSnapshot encodes p as a snapshot, for a Snapshots store: what the
+// engine saves, for a tool that folds write models itself (replay).
+func EncodeSnapshot(p *Project) ([]byte, error) { return encodeSnapshot(p) }
+
+func encodeSnapshot(p *Project) ([]byte, error) {
+	s := snapshot{V: snapshotVersion, Seq: p.Seq, Agents: p.Agents, Credentials: p.Credentials,
+		DispatchKeys: p.DispatchKeys, Invites: p.Invites, InviteCodes: p.InviteCodes,
+		Turns: make([]snapTurn, 0, len(p.Turns))}
+	// In order of turn id, so that equal write models give equal bytes.
+	var slims []byte
+	for _, id := range slices.Sorted(maps.Keys(p.done)) {
+		s.Slim++
+		slims = append(slims, p.done[id]...)
+	}
+	for _, id := range slices.Sorted(maps.Keys(p.Turns)) {
+		t := p.Turns[id]
+		if slimShaped(t) {
+			s.Slim++
+			slims = appendSlim(slims, t)
+			continue
+		}
+		s.Turns = append(s.Turns, snapTurn{ID: t.ID, Order: t.Order, Dispatch: t.Dispatch, State: t.State, Outcome: t.Outcome,
+			StopRequested: t.StopRequested, StopRequestedAt: t.StopRequestedAt, Claim: t.Claim, Attempts: t.Attempts,
+			TurnSeq: t.TurnSeq, FinalPayload: t.FinalPayload, FinalRecordRole: t.FinalRecordRole,
+			CreatedAt: timeOrNil(t.CreatedAt), UpdatedAt: timeOrNil(t.UpdatedAt), FinishedAt: t.FinishedAt, Seq: t.Seq})
+	}
+	head, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	// The JSON part, its length first, then the slim Turns.
+	out := make([]byte, 0, binary.MaxVarintLen64+len(head)+len(slims))
+	out = binary.AppendUvarint(out, uint64(len(head)))
+	return append(append(out, head...), slims...), nil
+}
+
+func decodeSnapshot(id string, data []byte) (*Project, error) {
+	n, k := binary.Uvarint(data)
+	if k <= 0 || n > uint64(len(data)-k) {
+		return nil, errSnapshotBinary
+	}
+	var s snapshot
+	if err := json.Unmarshal(data[k:k+int(n)], &s); err != nil {
+		return nil, err
+	}
+	slims := data[k+int(n):]
+	if s.V != snapshotVersion {
+		return nil, fmt.Errorf("snapshot layout %d, this build reads %d", s.V, snapshotVersion)
+	}
+	p := NewProject(id)
+	p.Seq = s.Seq
+	for name, m := range map[string]bool{"agents": s.Agents != nil, "credentials": s.Credentials != nil,
+		"dispatch_keys": s.DispatchKeys != nil, "invites": s.Invites != nil, "invite_codes": s.InviteCodes != nil} {
+		if !m {
+			return nil, fmt.Errorf("snapshot without %s", name)
+		}
+	}
+	p.Agents, p.Credentials, p.DispatchKeys, p.Invites, p.InviteCodes = s.Agents, s.Credentials, s.DispatchKeys, s.Invites, s.InviteCodes
+	var queued []*Turn
+	for i := range s.Turns {
+		st := &s.Turns[i]
+		t := &Turn{ID: st.ID, Order: st.Order, Dispatch: st.Dispatch, State: st.State, Outcome: st.Outcome,
+			StopRequested: st.StopRequested, StopRequestedAt: st.StopRequestedAt, Claim: st.Claim, Attempts: st.Attempts,
+			TurnSeq: st.TurnSeq, FinalPayload: st.FinalPayload, FinalRecordRole: st.FinalRecordRole,
+			FinishedAt: st.FinishedAt, Seq: st.Seq}
+		if st.CreatedAt != nil {
+			t.CreatedAt = *st.CreatedAt
+		}
+		if st.UpdatedAt != nil {
+			t.UpdatedAt = *st.UpdatedAt
+		}
+		if string(t.Dispatch.Input) == "null" {
+			t.Dispatch.Input = nil // a slim Turn's
+		}
+		p.Turns[t.ID] = t
+		if t.State == StateQueued {
+			queued = append(queued, t)
+		}
+		p.claims.track(t)
+	}
+	r := slimReader{b: slims}
+	if s.Slim > 0 {
+		p.done = make(map[string][]byte, s.Slim)
+	}
+	for range s.Slim {
+		rest := r.b
+		id := r.next()
+		if r.err != nil {
+			return nil, r.err
+		}
+		p.done[string(id)] = bytes.Clone(rest[:len(rest)-len(r.b)]) // the data is the file's: copy
+	}
+	if len(r.b) != 0 {
+		return nil, errSnapshotBinary
+	}
+	slices.SortFunc(queued, func(a, b *Turn) int { return compareU64(a.Order, b.Order) })
+	for _, t := range queued {
+		agent := t.Dispatch.TargetAgent.AgentID
+		p.queues[agent] = append(p.queues[agent], queued1(t))
+	}
+	return p, nil
+}
+
+func queued1(t *Turn) queued { return queued{order: t.Order, turnID: t.ID} }
+
+func compareU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// slim drops from a finished Turn what no decision reads again: its input,
+// final payload and record role, and its times. The projections keep all of
+// it for readers.
+// The strings it keeps that many Turns share (project and agent ids, kind,
+// mode, outcome) are interned in p, and a root Turn's RootTurnID shares its
+// ID's bytes: a finished Turn is most of a long ledger's write model.
+func (p *Project) slim(t *Turn) {
+	t.Dispatch.Input, t.FinalPayload, t.FinalRecordRole = nil, nil, nil
+	t.StopRequestedAt, t.FinishedAt = nil, nil
+	t.CreatedAt, t.UpdatedAt = time.Time{}, time.Time{}
+	d := &t.Dispatch
+	for _, s := range []*string{&d.TargetAgent.ProjectID, &d.TargetAgent.AgentID, &d.RequestedBy.ProjectID,
+		&d.RequestedBy.AgentID, &d.TurnKind, &d.Authority.Mode, &t.Outcome} {
+		*s = p.intern(*s)
+	}
+	if d.RootTurnID == t.ID {
+		d.RootTurnID = t.ID
+	}
+}
+
+// intern returns the project's copy of s. The table only grows with the
+// distinct values of the fields slim interns: agents, kinds, outcomes.
+func (p *Project) intern(s string) string {
+	if s == "" {
+		return s
+	}
+	if v, ok := p.strs[s]; ok {
+		return v
+	}
+	if p.strs == nil {
+		p.strs = map[string]string{}
+	}
+	p.strs[s] = s
+	return s
+}
