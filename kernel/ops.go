@@ -34,9 +34,13 @@ func (e *Engine) Dispatch(ctx context.Context, project string, cmd Dispatch) (Di
 	cmd.BodyHash = dispatchHash(cmd)
 	var res DispatchResult
 	err = e.with(ctx, project, false, func(p *Project) error {
-		seq, err := e.execute(ctx, p, cmd)
+		seq, _, a, err := e.decideAppend(ctx, p, cmd)
 		if err != nil {
 			return err
+		}
+		if a != nil {
+			res = DispatchResult{TurnID: a.ID, Seq: a.Seq, Created: true}
+			return nil
 		}
 		res = DispatchResult{TurnID: p.DispatchKeys[DispatchKeyOf(cmd.RequestedBy.AgentID, cmd.DispatchKey)], Seq: seq}
 		res.Created = res.TurnID == id
@@ -75,10 +79,7 @@ func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID st
 	if err != nil {
 		return nil, 0, err
 	}
-	token, err := e.newSecret("tlc_")
-	if err != nil {
-		return nil, 0, err
-	}
+	token := "tlc_" + e.derive(secretClaim, project, claimID)
 	var res *ClaimResult
 	var seq uint64
 	err = e.with(ctx, project, false, func(p *Project) error {
@@ -86,7 +87,21 @@ func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID st
 		cmd := ClaimNext{Common: c, AgentID: agentID, Agent: body, ClaimID: claimID, TokenHash: HashSecret(token), ExpiresAt: expires}
 		var err error
 		var ev *Event
-		seq, ev, err = e.decideAppend(ctx, p, cmd)
+		var a *Answer
+		seq, ev, a, err = e.decideAppend(ctx, p, cmd)
+		if a != nil && a.Claim != nil {
+			// A retried claim: the claim it won the first time, with the
+			// token re-derived from its id.
+			tok, err := e.rederive("tlc_", secretClaim, project, a.Claim.ID, a.Claim.TokenHash)
+			if err != nil {
+				return err
+			}
+			res = &ClaimResult{
+				Token:  ClaimToken{ProjectID: project, TurnID: a.ID, AgentID: a.Claim.AgentID, Token: tok, ExpiresAt: a.Claim.ExpiresAt},
+				TurnID: a.ID, Seq: a.Seq,
+			}
+			return nil
+		}
 		if err != nil || ev == nil {
 			return err
 		}
@@ -131,11 +146,19 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd Command) (Fence
 	}
 	var res FencedResult
 	err := e.with(ctx, project, false, func(p *Project) error {
-		seq, err := e.execute(ctx, p, cmd)
+		seq, _, a, err := e.decideAppend(ctx, p, cmd)
 		if err != nil {
 			return err
 		}
 		res.Seq = seq
+		if a != nil {
+			res.TurnSeq, res.StopRequested = a.TurnSeq, a.StopRequested
+			if r, ok := cmd.(Renew); ok && a.Claim != nil {
+				res.Claim = r.Claim
+				res.Claim.ExpiresAt = a.Claim.ExpiresAt
+			}
+			return nil
+		}
 		if t := p.Turns[turnID]; t != nil {
 			res.TurnSeq, res.StopRequested = t.TurnSeq, t.StopRequested
 			if r, ok := cmd.(Renew); ok && t.Claim != nil {
@@ -156,6 +179,17 @@ func (e *Engine) ReconcileExpired(ctx context.Context, project string, c Common)
 	err := e.with(ctx, project, false, func(p *Project) error {
 		if _, err := p.check(c.Caller, e.cfg.Now()); err != nil {
 			return err
+		}
+		if a, err := recall(p, reconcileCommand{Common: c}, e.cfg.Now()); err != nil || a != nil {
+			if a != nil {
+				released, last = a.Released, a.Seq
+			}
+			return err
+		}
+		if c.Idem != nil {
+			// Every release carries the key under the reconcile's name.
+			k := *idemOf(reconcileCommand{Common: c})
+			c.Idem = &k
 		}
 		last = p.Seq
 		for _, id := range ExpiredClaims(p, e.cfg.Now()) {
@@ -215,16 +249,29 @@ func (e *Engine) IssueCredential(ctx context.Context, project string, c Common, 
 	if err != nil {
 		return IssuedCredential{}, err
 	}
-	token, err := e.newSecret("tla_")
-	if err != nil {
-		return IssuedCredential{}, err
-	}
+	token := "tla_" + e.derive(secretCredential, project, id)
 	expires := e.cfg.Now().UTC().Add(e.cfg.CredentialTTL).Truncate(time.Second)
-	seq, err := e.Execute(ctx, project, IssueCredential{Common: c, AgentID: agentID, CredentialID: id, TokenHash: HashSecret(token), ExpiresAt: expires, Via: via})
-	if err != nil {
-		return IssuedCredential{}, err
-	}
-	return IssuedCredential{CredentialID: id, AgentID: agentID, Token: token, ExpiresAt: expires, Seq: seq}, nil
+	var out IssuedCredential
+	err = e.with(ctx, project, false, func(p *Project) error {
+		seq, _, a, err := e.decideAppend(ctx, p, IssueCredential{Common: c, AgentID: agentID, CredentialID: id, TokenHash: HashSecret(token), ExpiresAt: expires, Via: via})
+		if err != nil {
+			return err
+		}
+		out = IssuedCredential{CredentialID: id, AgentID: agentID, Token: token, ExpiresAt: expires, Seq: seq}
+		if a != nil {
+			cred := p.Credentials[a.ResultID]
+			if cred == nil {
+				return Errorf(Internal, "remembered credential %s is missing", a.ResultID)
+			}
+			tok, err := e.rederive("tla_", secretCredential, project, a.ResultID, cred.TokenHash)
+			if err != nil {
+				return err
+			}
+			out = IssuedCredential{CredentialID: a.ResultID, AgentID: cred.AgentID, Token: tok, ExpiresAt: a.ExpiresAt, Seq: a.Seq}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // CreatedInvite is a new join invite and its code, returned once.
@@ -250,18 +297,30 @@ func (e *Engine) CreateInvite(ctx context.Context, project string, c Common, inv
 	if err != nil {
 		return CreatedInvite{}, err
 	}
-	secret, err := e.newSecret("")
-	if err != nil {
-		return CreatedInvite{}, err
-	}
-	code := JoinCodePrefix + project + "." + secret
+	code := JoinCodePrefix + project + "." + e.derive(secretInvite, project, id)
 	inv.InviteID, inv.CodeHash = id, HashSecret(code)
 	inv.ExpiresAt = e.cfg.Now().UTC().Add(ttl).Truncate(time.Second)
-	seq, err := e.Execute(ctx, project, CreateInvite{Common: c, Invite: inv})
-	if err != nil {
-		return CreatedInvite{}, err
-	}
-	return CreatedInvite{Invite: inv, Code: code, Seq: seq}, nil
+	var out CreatedInvite
+	err = e.with(ctx, project, false, func(p *Project) error {
+		seq, _, a, err := e.decideAppend(ctx, p, CreateInvite{Common: c, Invite: inv})
+		if err != nil {
+			return err
+		}
+		out = CreatedInvite{Invite: inv, Code: code, Seq: seq}
+		if a != nil {
+			old := p.Invites[a.ResultID]
+			if old == nil {
+				return Errorf(Internal, "remembered invite %s is missing", a.ResultID)
+			}
+			code, err := e.rederive(JoinCodePrefix+project+".", secretInvite, project, a.ResultID, old.Data.CodeHash)
+			if err != nil {
+				return err
+			}
+			out = CreatedInvite{Invite: old.Data, Code: code, Seq: a.Seq}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // ProvenanceJoinInvite is the provenance kind of an agent registered by
@@ -286,6 +345,12 @@ type Redeemed struct {
 // the same moment: the project's lock and the ledger's expectation serialise
 // them.
 func (e *Engine) RedeemInvite(ctx context.Context, code string) (Redeemed, error) {
+	return e.RedeemInviteKeyed(ctx, Common{}, code)
+}
+
+// RedeemInviteKeyed is RedeemInvite with the request's idempotency key in c
+// (the caller of a redeem is whoever holds the code).
+func (e *Engine) RedeemInviteKeyed(ctx context.Context, c Common, code string) (Redeemed, error) {
 	rest, ok := strings.CutPrefix(code, JoinCodePrefix)
 	project, _, ok2 := strings.Cut(rest, ".")
 	if !ok || !ok2 || !ValidID(project) {
@@ -295,14 +360,29 @@ func (e *Engine) RedeemInvite(ctx context.Context, code string) (Redeemed, error
 	if err != nil {
 		return Redeemed{}, err
 	}
-	token, err := e.newSecret("tla_")
-	if err != nil {
-		return Redeemed{}, err
-	}
+	token := "tla_" + e.derive(secretCredential, project, id)
 	var out Redeemed
 	err = e.with(ctx, project, true, func(p *Project) error {
 		expires := e.cfg.Now().UTC().Add(e.cfg.CredentialTTL).Truncate(time.Second)
-		cmd := RedeemInvite{CodeHash: HashSecret(code), CredentialID: id, TokenHash: HashSecret(token), ExpiresAt: expires}
+		cmd := RedeemInvite{Common: c, CodeHash: HashSecret(code), CredentialID: id, TokenHash: HashSecret(token), ExpiresAt: expires}
+		if a, err := e.recall(p, cmd); err != nil || a != nil {
+			if err != nil {
+				return err
+			}
+			// A retried redeem: the credential it issued the first time.
+			cred, inv := p.Credentials[a.ResultID], p.Invites[p.InviteCodes[cmd.CodeHash]]
+			if cred == nil || inv == nil {
+				return Errorf(Internal, "remembered redeem %s is missing", a.ResultID)
+			}
+			tok, err := e.rederive("tla_", secretCredential, project, a.ResultID, cred.TokenHash)
+			if err != nil {
+				return err
+			}
+			out = Redeemed{ProjectID: project, Invite: inv.Data, Credential: IssuedCredential{
+				CredentialID: a.ResultID, AgentID: cred.AgentID, Token: tok, ExpiresAt: a.ExpiresAt, Seq: a.Seq,
+			}}
+			return nil
+		}
 		// An invited agent that is new is registered first, with the
 		// invite's spec, by an agent.registered event of its own, so that
 		// every read model knows it. Only a code that would redeem now
@@ -311,7 +391,7 @@ func (e *Engine) RedeemInvite(ctx context.Context, code string) (Redeemed, error
 			return err
 		}
 		if inv := p.Invites[p.InviteCodes[cmd.CodeHash]]; p.Agents[inv.Data.AgentID] == nil {
-			reg := RegisterAgent{Common: Common{Caller: Caller{Admin: true, System: true}}, Spec: inv.Data.Spec,
+			reg := RegisterAgent{Common: Common{Caller: Caller{Admin: true, System: true}, Idem: c.Idem}, Spec: inv.Data.Spec,
 				Provenance: Provenance{Kind: ProvenanceJoinInvite, ExternalRef: inv.Data.InviteID}}
 			if _, err := e.execute(ctx, p, reg); err != nil {
 				return err
@@ -340,6 +420,15 @@ func (e *Engine) ReportWorkMemory(ctx context.Context, project string, c Common,
 	if err != nil {
 		return "", 0, err
 	}
-	seq, err := e.Execute(ctx, project, ReportWorkMemory{Common: c, AgentID: agentID, ReportID: id, Report: r})
+	var seq uint64
+	err = e.with(ctx, project, false, func(p *Project) error {
+		var a *Answer
+		var err error
+		seq, _, a, err = e.decideAppend(ctx, p, ReportWorkMemory{Common: c, AgentID: agentID, ReportID: id, Report: r})
+		if a != nil {
+			id = a.ResultID
+		}
+		return err
+	})
 	return id, seq, err
 }

@@ -32,6 +32,7 @@ type Project struct {
 	Invites      map[string]*Invite
 	InviteCodes  map[string]string // code hash → invite id
 	queues       map[string][]queued
+	idem         idemMemory // recent idempotency keys (idempotency.go)
 }
 
 // queued is one entry of an agent's queue, ordered by the ledger_seq of the

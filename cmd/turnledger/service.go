@@ -88,6 +88,11 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 			return nil, err
 		}
 	}
+	if len(cfg.Kernel.SecretKey) == 0 {
+		if cfg.Kernel.SecretKey, err = secretKey(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
 	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.Ledger); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// secretKeyEnv names the environment variable that gives the engine's secret
+// key (base64, at least 16 bytes): the instances of one deployment that share
+// a NATS server should share it, so that a retry answered by another instance
+// gets the same claim token back.
+const secretKeyEnv = "TURNLEDGER_SECRET_KEY"
+
+// secretKey returns the key from which the engine derives the secrets a
+// retried request must answer again (claim and credential tokens, join
+// codes): $TURNLEDGER_SECRET_KEY, or dir/secret-key, made on first start.
+// Whoever holds it can re-derive those secrets from the ledger's ids: keep it
+// like the admin token.
+func secretKey(dir string) ([]byte, error) {
+	if v := os.Getenv(secretKeyEnv); v != "" {
+		b, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || len(b) < 16 {
+			return nil, fmt.Errorf("%s must be base64 of at least 16 bytes", secretKeyEnv)
+		}
+		return b, nil
+	}
+	path := filepath.Join(dir, "secret-key")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		k, err := base64.StdEncoding.DecodeString(string(trimNL(b)))
+		if err != nil || len(k) < 16 {
+			return nil, fmt.Errorf("%s must hold base64 of at least 16 bytes", path)
+		}
+		return k, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read secret key: %w", err)
+	}
+	k := make([]byte, 32)
+	if _, err := io.ReadFull(rand.Reader, k); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(k)+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("write secret key: %w", err)
+	}
+	return k, nil
+}
