@@ -82,10 +82,11 @@ type Store struct {
 	db  *bolt.DB
 	cfg Config
 
-	mu         sync.Mutex
-	checkpoint uint64
-	changed    chan struct{} // closed and replaced on every checkpoint advance
-	closed     bool
+	mu          sync.Mutex
+	checkpoint  uint64
+	changed     chan struct{} // closed and replaced on every checkpoint advance
+	closed      bool
+	readFailure string // why a read found the file damaged (heal.go)
 }
 
 // Open opens (creating when missing) the projection file at path.
@@ -170,7 +171,8 @@ func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 // checkpoint are skipped; the rest must come in strictly increasing
 // ledger_seq order. A gap is allowed (see the package doc). On error nothing
 // of the batch is applied.
-func (s *Store) Apply(batch []kernel.Recorded) error {
+func (s *Store) Apply(batch []kernel.Recorded) (err error) {
+	defer s.caught(&err)
 	if len(batch) == 0 {
 		return nil
 	}
@@ -181,7 +183,7 @@ func (s *Store) Apply(batch []kernel.Recorded) error {
 		return ErrClosed
 	}
 	var last uint64
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		f := newFolder(tx)
 		cp := getU64(f.tx.Bucket(bktMeta).Get(keyCheckpoint))
 		prev := cp
@@ -227,7 +229,7 @@ func (s *Store) Apply(batch []kernel.Recorded) error {
 // stores.
 func (s *Store) Dump() (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			m := map[string]string{}
 			err := b.ForEach(func(k, v []byte) error {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/turnledger/turnledger/projection"
 )
 
 // secretKeyEnv names the environment variable that gives the engine's secret
@@ -49,4 +51,34 @@ func secretKey(dir string) ([]byte, error) {
 		return nil, fmt.Errorf("write secret key: %w", err)
 	}
 	return k, nil
+}
+
+// openProjections opens the projection file, checking it first: a damaged
+// one is moved aside and rebuilt from the ledger by the projector, with a
+// WARN, and /readyz answers 503 until the rebuild has reached the ledger's
+// head of the moment.
+func (s *service) openProjections(path string) error {
+	st, healed, err := projection.OpenHealing(path, projection.DefaultConfig())
+	if err != nil {
+		return err
+	}
+	s.store = st
+	if healed != nil {
+		s.healed = true
+		s.cfg.Logger.Warn("the projection file is damaged: moved aside, rebuilding it from the ledger",
+			"moved_to", healed.MovedTo, "reason", healed.Reason)
+	}
+	return nil
+}
+
+// readyProjections adds the projection file's own health to /readyz: a read
+// that found it damaged marks it failing, and a rebuild after healing keeps
+// the service not ready until it is done.
+func (s *service) readyProjections(r *readiness) {
+	if f := s.store.ReadFailure(); f != "" {
+		r.Status, r.Projections.Failing, r.Projections.LastError = "not_ready", true, f
+	}
+	if s.healed && s.store.Checkpoint() < s.healUntil {
+		r.Status, r.Projections.Rebuilding = "not_ready", true
+	}
 }

@@ -44,13 +44,17 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, out io.Writer) error {
 	live := filepath.Join(dataDir, "projections.db")
-	// Make sure no serve holds the live file: bbolt locks it.
-	pcfg := projection.DefaultConfig()
-	pcfg.OpenTimeout = time.Second
-	if st, err := projection.Open(live, pcfg); err != nil {
-		return fmt.Errorf("cannot open %s (is turnledger serve running on %s? stop it first): %w", live, dataDir, err)
-	} else if err := st.Close(); err != nil {
+	// Make sure no serve holds the live file, by asking its lock: the file
+	// itself is never opened as a database here, so a damaged one cannot
+	// crash the tool that repairs it.
+	if locked, err := projection.Locked(live); err != nil {
 		return err
+	} else if locked {
+		return fmt.Errorf("%s is in use (is turnledger serve running on %s? stop it first)", live, dataDir)
+	}
+	damaged := projection.Check(live)
+	if damaged != nil && !errors.Is(damaged, projection.ErrDamaged) {
+		return damaged
 	}
 	emb, nc, l, err := openLedger(ctx, dataDir, natsURL, lcfg)
 	if err != nil {
@@ -81,6 +85,14 @@ func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, ou
 	}
 	if err := projection.Rebuild(ctx, next, l, progress); err != nil {
 		return err
+	}
+	if damaged != nil {
+		// Keep the damaged file for a post-mortem instead of overwriting it.
+		aside, err := projection.MoveAside(live, time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "the old projection file was damaged (%v); moved it to %s\n", damaged, aside)
 	}
 	if err := projection.Install(next, live); err != nil {
 		return fmt.Errorf("swap in the rebuilt projections: %w", err)

@@ -61,6 +61,8 @@ type service struct {
 	http      *http.Server
 	listener  net.Listener
 	tokenPath string // where the admin token is kept, when it came from a file
+	healed    bool   // the projection file was damaged and is being rebuilt (reliability.go)
+	healUntil uint64 // the ledger head when it was; not ready before the rebuild reaches it
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -96,13 +98,15 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.Ledger); err != nil {
 		return nil, err
 	}
-	if s.store, err = projection.Open(filepath.Join(cfg.DataDir, "projections.db"), projection.DefaultConfig()); err != nil {
+	if err := s.openProjections(filepath.Join(cfg.DataDir, "projections.db")); err != nil {
 		return nil, err
 	}
 	if head, err := s.ledger.Head(ctx); err != nil {
 		return nil, err
 	} else if cp := s.store.Checkpoint(); cp > head {
 		return nil, fmt.Errorf("the projections in %s are at ledger_seq %d but the ledger ends at %d: the ledger is not the one they were folded from (its NATS data was lost or replaced); run `turnledger replay` to rebuild them from this ledger", cfg.DataDir, cp, head)
+	} else if s.healed {
+		s.healUntil = head
 	}
 	if s.engine, err = kernel.NewEngine(s.ledger, cfg.Kernel); err != nil {
 		return nil, err
@@ -263,6 +267,7 @@ type projectionState struct {
 	Lag        uint64 `json:"lag"`
 	Failing    bool   `json:"failing"`
 	LastError  string `json:"last_error,omitempty"`
+	Rebuilding bool   `json:"rebuilding,omitempty"` // a damaged file was moved aside and is being rebuilt
 }
 
 type reaperReport struct {
@@ -299,6 +304,7 @@ func (s *service) ready(ctx context.Context) (any, bool) {
 	if st.Failing {
 		r.Status = "not_ready"
 	}
+	s.readyProjections(&r)
 	s.mu.Lock()
 	r.Reaper = reaperReport{Enabled: s.cfg.ReapInterval > 0, Interval: s.cfg.ReapInterval.String(), ClaimTTL: s.cfg.Kernel.ClaimTTL.String(),
 		ReleasedTotal: s.reapedN, LastError: s.lastReapEr}
