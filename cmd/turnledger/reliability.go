@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/turnledger/turnledger/ledger"
 	"github.com/turnledger/turnledger/projection"
 )
 
@@ -80,5 +81,17 @@ func (s *service) readyProjections(r *readiness) {
 	}
 	if s.healed && s.store.Checkpoint() < s.healUntil {
 		r.Status, r.Projections.Rebuilding = "not_ready", true
+	}
+}
+
+// syncFlag parses --sync.
+func syncFlag(dst *ledger.Sync) func(string) error {
+	return func(v string) error {
+		switch s := ledger.Sync(v); s {
+		case ledger.SyncAlways, ledger.SyncInterval:
+			*dst = s
+			return nil
+		}
+		return fmt.Errorf("must be %q or %q", ledger.SyncAlways, ledger.SyncInterval)
 	}
 }

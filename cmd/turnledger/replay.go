@@ -56,7 +56,7 @@ func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, ou
 	if damaged != nil && !errors.Is(damaged, projection.ErrDamaged) {
 		return damaged
 	}
-	emb, nc, l, err := openLedger(ctx, dataDir, natsURL, lcfg)
+	emb, nc, l, err := openLedger(ctx, dataDir, natsURL, lcfg, ledger.SyncAlways)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.Kernel.CredentialTTL, "credential-ttl", cfg.Kernel.CredentialTTL, "lifetime of an agent credential")
 	fs.DurationVar(&cfg.ReapInterval, "reap-interval", cfg.ReapInterval, "how often expired claims are released (0 turns the reaper off)")
 	fs.IntVar(&cfg.Kernel.MaxDepth, "max-depth", cfg.Kernel.MaxDepth, "deepest child Turn")
+	fs.Func("sync", "embedded NATS durability: always (fsync each append: survives power loss; the default) or interval (fsync every 2m: survives a process crash)", syncFlag(&cfg.Sync))
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: turnledger serve [flags]")
 		fmt.Fprintln(stderr, "\nServes the agent work coordination API. The admin bearer token is")

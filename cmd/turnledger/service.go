@@ -31,6 +31,7 @@ type serviceConfig struct {
 	NATSURL      string        // an existing NATS server; empty starts the embedded one
 	AdminToken   string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
 	ReapInterval time.Duration // 0 turns the background reaper off
+	Sync         ledger.Sync   // durability of the embedded server (--sync)
 	Kernel       kernel.Config
 	Ledger       ledger.Config
 	Logger       *slog.Logger
@@ -41,6 +42,7 @@ func defaultServiceConfig() serviceConfig {
 		Addr:         "127.0.0.1:8000",
 		DataDir:      "./data",
 		ReapInterval: 5 * time.Second,
+		Sync:         ledger.SyncAlways,
 		Kernel:       kernel.DefaultConfig(),
 		Ledger:       ledger.DefaultConfig(),
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, nil)),
@@ -95,7 +97,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 			return nil, err
 		}
 	}
-	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.Ledger); err != nil {
+	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.Ledger, cfg.Sync); err != nil {
 		return nil, err
 	}
 	if err := s.openProjections(filepath.Join(cfg.DataDir, "projections.db")); err != nil {
@@ -156,7 +158,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 // openLedger connects to NATS — the embedded server with its store under
 // dataDir/nats, or the server at natsURL — and opens the ledger on it. On
 // error everything opened is closed again.
-func openLedger(ctx context.Context, dataDir, natsURL string, cfg ledger.Config) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
+func openLedger(ctx context.Context, dataDir, natsURL string, cfg ledger.Config, sync ledger.Sync) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
 	defer func() {
 		if err != nil {
 			if nc != nil {
@@ -168,7 +170,9 @@ func openLedger(ctx context.Context, dataDir, natsURL string, cfg ledger.Config)
 		}
 	}()
 	if natsURL == "" {
-		if emb, err = ledger.StartEmbedded(ledger.DefaultEmbeddedConfig(filepath.Join(dataDir, "nats"))); err != nil {
+		ecfg := ledger.DefaultEmbeddedConfig(filepath.Join(dataDir, "nats"))
+		ecfg.Sync = sync
+		if emb, err = ledger.StartEmbedded(ecfg); err != nil {
 			return nil, nil, nil, err
 		}
 		if nc, err = emb.Connect(); err != nil {
