@@ -59,6 +59,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, projection.ErrDamaged):
 		s.log.Error("projection damaged", "method", r.Method, "path", requestPath(r), "err", err)
 		jsonhttp.WriteError(w, errUnavailable.status, errUnavailable.name, "the projections are damaged and are not served until they are rebuilt from the ledger (restart serve, or run turnledger replay)")
+	case errors.Is(err, kernel.ErrUnavailable):
+		s.log.Warn("ledger unavailable", "method", r.Method, "path", requestPath(r), "err", err)
+		jsonhttp.WriteError(w, errUnavailable.status, errUnavailable.name, "the ledger cannot take the change right now (storage full or failing, or the server is not answering); retry later with the same Idempotency-Key")
 	case errors.Is(err, projection.ErrNotFound):
 		jsonhttp.WriteError(w, http.StatusNotFound, string(kernel.NotFound), "not found")
 	case errors.As(err, &ke) && ke.Kind != kernel.Internal:

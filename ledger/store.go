@@ -229,7 +229,9 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 			if isWrongLastSeq(err) {
 				return 0, conflict(project, expectLast)
 			}
-			return 0, fmt.Errorf("ledger: append to %s: %w", project, err)
+			// A full or failing disk, a lost leader, a timeout: an outage
+			// the client may retry (with its Idempotency-Key), not a bug.
+			return 0, fmt.Errorf("ledger: append to %s: %w: %w", project, kernel.ErrUnavailable, err)
 		}
 		return ack.Sequence, nil
 	}
