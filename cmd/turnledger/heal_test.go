@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,4 +82,50 @@ func TestDamagedProjectionsAreHealed(t *testing.T) {
 	if len(aside) == 0 {
 		t.Errorf("no %s.damaged-* file kept", live)
 	}
+}
+
+// TestDamageUnderARunningServeFailsReadiness: pages zeroed under a running
+// serve make the reads that meet them answer 503 (never 500) and /readyz
+// report the projections failing.
+func TestDamageUnderARunningServeFailsReadiness(t *testing.T) {
+	dir := t.TempDir()
+	base, stop := startServe(t, dir)
+	admin := adminClient(t, base, dir)
+	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
+	for i := range 40 {
+		req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
+			"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "req"), "input": map[string]any{"i": i, "pad": strings.Repeat("x", 2000)},
+			"turn_kind": "summarize", "dispatch_key": fmt.Sprint(i), "authority": map[string]any{"mode": "root_request", "request_id": "r"},
+		}, 200)
+	}
+	waitReady(t, base)
+	live := filepath.Join(dir, "projections.db")
+	fi, err := os.Stat(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(live, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, fi.Size()-8192), 8192); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	status := req.rawStatus("GET", "/v3r1/projects/p1/projection/turns?limit=500", nil)
+	if status != 503 {
+		t.Errorf("a read over zeroed pages = %d, want 503", status)
+	}
+	var ready struct {
+		Status      string `json:"status"`
+		Projections struct {
+			Failing   bool   `json:"failing"`
+			LastError string `json:"last_error"`
+		} `json:"projections"`
+	}
+	json.Unmarshal(client{t: t, base: base}.call("GET", "/readyz", nil, 503), &ready)
+	if ready.Status != "not_ready" || !ready.Projections.Failing || ready.Projections.LastError == "" {
+		t.Errorf("/readyz after a damaged read = %+v, want not_ready with the projections failing", ready)
+	}
+	stop()
 }
