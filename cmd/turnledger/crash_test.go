@@ -199,7 +199,7 @@ func (h *crashClient) send(ctx context.Context, headers map[string]string, key, 
 
 // ack is one acknowledged command.
 type ack struct {
-	kind    string // dispatch, claim, record, finish
+	kind    string // dispatch, claim, record, renew, finish
 	turnID  string
 	op      string // the record's op id
 	turnSeq uint64
@@ -313,7 +313,8 @@ func TestCrashHarness(t *testing.T) {
 }
 
 // runLifecycles runs Turn lifecycles for worker i until ctx ends: dispatch
-// (with a dispatch_key), claim, three records, finish, each with an
+// (with a dispatch_key), claim, three records with a renew after the first,
+// finish, each with an
 // Idempotency-Key, each retried through kills until answered. Any refusal
 // of a retry is an error of the test.
 func runLifecycles(ctx context.Context, t *testing.T, h *crashClient, reqH, wH map[string]string, i int, record func(ack)) {
@@ -364,6 +365,18 @@ func runLifecycles(ctx context.Context, t *testing.T, h *crashClient, reqH, wH m
 				return
 			}
 			record(ack{kind: "record", turnID: tv.TurnID, op: op, turnSeq: rec.TurnSeq})
+			if r != 1 {
+				continue
+			}
+			status, body, ok = h.send(ctx, wH, "n-"+id, "POST", "/v3r1/projects/p1/claims:renew", map[string]any{"claim": cl.Claim})
+			if !ok {
+				return
+			}
+			if status != 200 {
+				t.Errorf("renew %s = %d %s", id, status, body)
+				return
+			}
+			record(ack{kind: "renew", turnID: tv.TurnID})
 		}
 		status, body, ok = h.send(ctx, wH, "f-"+id, "POST", "/v3r1/projects/p1/turns/"+tv.TurnID+":finish",
 			map[string]any{"claim": cl.Claim, "outcome": "succeeded"})
@@ -412,7 +425,22 @@ func checkAcks(t *testing.T, base string, headers map[string]string, acks []ack)
 		}
 	}
 	records := map[string][]string{} // turn → ops in turn_seq order
+	renewals := map[string]int{}
 	for id := range states {
+		var feed struct {
+			Items []struct {
+				Type string `json:"type"`
+			} `json:"items"`
+		}
+		json.Unmarshal(c.call("GET", "/v3r1/projects/p1/turns/"+id+"/feed?limit=500", nil, 200), &feed)
+		for _, it := range feed.Items {
+			if it.Type == "turn.claim_renewed" {
+				renewals[id]++
+			}
+		}
+		if renewals[id] > 1 {
+			t.Errorf("turn %s was renewed %d times, want at most once (a retried renew was appended again)", id, renewals[id])
+		}
 		var ctxPage struct {
 			Items []struct {
 				TurnSeq uint64         `json:"turn_seq"`
@@ -444,6 +472,10 @@ func checkAcks(t *testing.T, base string, headers map[string]string, acks []ack)
 			got := records[a.turnID]
 			if int(a.turnSeq) > len(got) || got[a.turnSeq-1] != a.op {
 				t.Errorf("acknowledged record %s (turn_seq %d) of %s is lost: the Turn holds %v", a.op, a.turnSeq, a.turnID, got)
+			}
+		case "renew":
+			if renewals[a.turnID] != 1 {
+				t.Errorf("acknowledged renew of %s is lost", a.turnID)
 			}
 		case "finish":
 			if states[a.turnID] != "finished" {
