@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"time"
 )
@@ -29,8 +30,8 @@ type Idempotency struct {
 // the write model and rebuilt from the ledger by the same fold: a retry with
 // the same key and body gets it back instead of deciding again.
 type Answer struct {
-	Ref     string
-	Request string
+	Ref     digest    // of Idempotency.Ref
+	Request digest    // of Idempotency.Request
 	Seq     uint64    // ledger_seq of the (last) event the command appended
 	At      time.Time // when it was appended
 	Type    string    // the event's type
@@ -38,7 +39,7 @@ type Answer struct {
 
 	TurnSeq       uint64    // the Turn's turn_seq right after the event
 	StopRequested bool      // the Turn's stop_requested right after the event
-	Claim         *Claim    // the Turn's claim right after the event (claim, renew)
+	Claim         *Claim    // the Turn's claim right after a claim or renew event
 	ResultID      string    // credential, invite or report id the command created
 	ExpiresAt     time.Time // of the credential or invite it created
 	Released      []string  // Turns released by claims:reconcile-expired
@@ -47,12 +48,69 @@ type Answer struct {
 // idemMemory is the write model's memory of recent idempotency keys, oldest
 // first so that expiry is a walk from the front.
 type idemMemory struct {
-	byRef map[string]*Answer
+	byRef map[digest]*Answer
 	order []*Answer
 }
 
-// commandName is the stable name of a command for scoping keys.
-func commandName(cmd Command) string { return fmt.Sprintf("%T", cmd) }
+// digest is a key's hash as kept in memory: 32 bytes, not 64 hex digits.
+type digest [32]byte
+
+// digestOf turns a hex SHA-256 into a digest; any other string (only a
+// corrupt ledger holds one) is hashed again, so it still compares equal to
+// itself.
+func digestOf(s string) digest {
+	var d digest
+	if len(s) == 64 {
+		if _, err := hex.Decode(d[:], []byte(s)); err == nil {
+			return d
+		}
+	}
+	return sha256.Sum256([]byte(s))
+}
+
+// commandName is the stable name of a command for scoping keys: it is part
+// of what the ledger remembers, so it must not change with a Go rename.
+func commandName(cmd Command) string {
+	switch cmd.(type) {
+	case RegisterAgent:
+		return "register_agent"
+	case IssueCredential:
+		return "issue_credential"
+	case RevokeCredential:
+		return "revoke_credential"
+	case SetAgentAdmission:
+		return "set_agent_admission"
+	case Heartbeat:
+		return "heartbeat"
+	case ReplaceMetadata:
+		return "replace_metadata"
+	case ReportWorkMemory:
+		return "report_work_memory"
+	case CreateInvite:
+		return "create_invite"
+	case RedeemInvite:
+		return "redeem_invite"
+	case Dispatch:
+		return "dispatch"
+	case ClaimNext:
+		return "claim"
+	case Renew:
+		return "renew"
+	case AppendRecord:
+		return "append_record"
+	case Suspend:
+		return "suspend"
+	case Finish:
+		return "finish"
+	case Stop:
+		return "stop"
+	case Resume:
+		return "resume"
+	case reconcileCommand:
+		return "reconcile_expired"
+	}
+	return fmt.Sprintf("%T", cmd) // a command added later: name it above
+}
 
 // idemOf returns the key of cmd scoped by the command, or nil.
 func idemOf(cmd Command) *Idempotency {
@@ -91,18 +149,19 @@ func (p *Project) remember(r Recorded) {
 		return
 	}
 	if m.byRef == nil {
-		m.byRef = map[string]*Answer{}
+		m.byRef = map[digest]*Answer{}
 	}
 	e := r.Event
-	if prev := m.byRef[k.Ref]; prev != nil && prev.Request == k.Request && e.Type == EvTurnClaimExpired && prev.Type == e.Type {
+	ref, req := digestOf(k.Ref), digestOf(k.Request)
+	if prev := m.byRef[ref]; prev != nil && prev.Request == req && e.Type == EvTurnClaimExpired && prev.Type == e.Type {
 		// claims:reconcile-expired appends one event per released Turn.
 		prev.Seq, prev.Released = r.Seq, append(prev.Released, e.ID)
 		return
 	}
-	a := &Answer{Ref: k.Ref, Request: k.Request, Seq: r.Seq, At: e.At, Type: e.Type, ID: e.ID}
+	a := &Answer{Ref: ref, Request: req, Seq: r.Seq, At: e.At, Type: e.Type, ID: e.ID}
 	if t := p.Turns[e.ID]; t != nil && e.Aggregate == AggTurn {
 		a.TurnSeq, a.StopRequested = t.TurnSeq, t.StopRequested
-		if t.Claim != nil {
+		if t.Claim != nil && (e.Type == EvTurnClaimed || e.Type == EvTurnClaimRenewed) {
 			c := *t.Claim
 			a.Claim = &c
 		}
@@ -119,7 +178,7 @@ func (p *Project) remember(r Recorded) {
 	case *TurnClaimExpired:
 		a.Released = []string{e.ID}
 	}
-	m.byRef[k.Ref] = a
+	m.byRef[ref] = a
 	m.order = append(m.order, a)
 }
 
@@ -141,11 +200,11 @@ func recall(p *Project, cmd Command, now time.Time) (*Answer, error) {
 	if k == nil {
 		return nil, nil
 	}
-	a := p.idem.byRef[k.Ref]
+	a := p.idem.byRef[digestOf(k.Ref)]
 	if a == nil || now.Sub(a.At) > IdempotencyRetention {
 		return nil, nil
 	}
-	if a.Request != k.Request {
+	if a.Request != digestOf(k.Request) {
 		return nil, Errorf(Validation, "this Idempotency-Key was used with a different request body; use a new key for a new request")
 	}
 	return a, nil
