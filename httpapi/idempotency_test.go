@@ -204,3 +204,25 @@ func TestIdempotencyKeyOnSecretBearingRoutes(t *testing.T) {
 		t.Errorf("retried reconcile (-first +retry):\n%s", diff)
 	}
 }
+
+// TestIdempotencyKeyOnBootstrap: the bootstrap request appends two events
+// (register, issue); its retry answers the same material and appends none.
+func TestIdempotencyKeyOnBootstrap(t *testing.T) {
+	e := newEnv(t)
+	const path = "/admin/v1/projects/p1/agent-credential-tokens:request"
+	body := map[string]any{"agent_id": "boot", "spec": map[string]any{"role": "bootstrapper", "capacity": 2,
+		"capabilities": []string{"summarize"}, "grants": []string{}, "public_metadata": map[string]any{}},
+		"provenance": map[string]any{"kind": "operator", "external_ref": "t", "payload_hash": nil}}
+	first := e.must(asAdmin.withKey("boot-1"), "POST", path, body, 200)
+	seq, err := e.ledger.LastSeq(t.Context(), "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := e.must(asAdmin.withKey("boot-1"), "POST", path, body, 200)
+	if string(first.body) != string(again.body) {
+		t.Errorf("retried bootstrap = %s, want %s", again.body, first.body)
+	}
+	if seq2, _ := e.ledger.LastSeq(t.Context(), "p1"); seq2 != seq {
+		t.Errorf("the retry appended: ledger at %d, was %d", seq2, seq)
+	}
+}
