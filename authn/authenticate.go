@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 )
 
@@ -45,73 +44,31 @@ func NewAuthenticator(cfg Config, store Store, now func() time.Time, rnd io.Read
 	return &Authenticator{cfg: cfg, v: v, store: store, now: now, rand: rnd}
 }
 
-// bearer returns the token of an Authorization header, "" when absent.
-func bearer(r *http.Request) (string, bool, *Error) {
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return "", false, nil
-	}
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return "", true, unauthorized("Authorization header must be \"Bearer <token>\"")
-	}
-	return strings.TrimSpace(tok), true, nil
-}
-
 // anonymous is dev mode's fallback identity when AUTH_REQUIRED=false.
 var anonymous = Identity{TenantClaim: "default", UserClaim: "anonymous"}
 
-// Authenticate authenticates an HTTP request by its headers.
+// Authenticate authenticates an HTTP request by its headers. Credentials in
+// query parameters are not accepted here, but they still count: a request
+// that carries one next to a header is refused as ambiguous.
 func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
-	ctx := r.Context()
-	var (
-		id  Identity
-		err error
-	)
-	switch a.cfg.Mode {
-	case ModeDev:
-		id, err = a.devHeaders(r)
-	default:
-		tok, present, e := bearer(r)
-		switch {
-		case e != nil:
-			err = e
-		case !present:
-			err = unauthorized("missing bearer token")
-		default:
-			id, err = a.v.verify(ctx, tok)
-		}
+	c, e := a.credentialOf(r)
+	if e != nil {
+		return Principal{}, e
 	}
+	id, err := a.identify(r, c, false)
 	if err != nil {
 		return a.fallback(err)
 	}
-	return a.admit(ctx, id)
+	return a.admit(r.Context(), id)
 }
 
-// fallback applies dev mode's anonymous identity when authentication is not required.
+// fallback applies dev mode's anonymous identity when authentication is not
+// required. Ambiguous credentials are never passed as anonymous.
 func (a *Authenticator) fallback(err error) (Principal, error) {
-	if a.cfg.Mode == ModeDev && !a.cfg.AuthRequired && KindOf(err) == KindUnauthorized {
+	if a.cfg.Mode == ModeDev && !a.cfg.AuthRequired && KindOf(err) == KindUnauthorized && !errors.Is(err, errAmbiguous) {
 		return devPrincipal(anonymous), nil
 	}
 	return Principal{}, err
-}
-
-func (a *Authenticator) devHeaders(r *http.Request) (Identity, error) {
-	tenant, user := r.Header.Get("X-Debug-Tenant-Id"), r.Header.Get("X-Debug-User-Id")
-	if tenant != "" || user != "" {
-		if !a.cfg.AllowDebugAuth {
-			return Identity{}, unauthorized("debug authentication headers are not accepted (ALLOW_DEBUG_AUTH=false)")
-		}
-		return debugIdentity(tenant, user, r.Header.Get("X-Debug-Email"), r.Header.Get("X-Debug-Name"))
-	}
-	tok, present, e := bearer(r)
-	if e != nil {
-		return Identity{}, e
-	}
-	if !present {
-		return Identity{}, unauthorized("missing bearer token")
-	}
-	return a.v.verify(r.Context(), tok)
 }
 
 func debugIdentity(tenant, user, email, name string) (Identity, error) {
@@ -209,16 +166,39 @@ func (a *Authenticator) IssueTicket(ctx context.Context, p Principal) (string, t
 	return ticket, exp, nil
 }
 
-// redeem consumes a ticket. The tenant's status is looked up again, so a
-// tenant suspended after the ticket was issued cannot use it.
-func (a *Authenticator) redeem(ctx context.Context, ticket string) (Principal, error) {
+// ticketPeeker is a Store that can read a ticket without taking it
+// (boltstore.Store can). With one, a websocket dial checks its ticket
+// before anything else and spends it only once every other check has
+// passed; with a Store that cannot, the ticket is checked when it is spent,
+// after the other checks.
+type ticketPeeker interface {
+	PeekTicket(ctx context.Context, hash [32]byte) (Ticket, error)
+}
+
+// ticket looks a ticket up (take=false) or takes it (take=true), and checks
+// its expiry and, in idp and hosted modes, its tenant's status again, so a
+// tenant suspended after the ticket was issued cannot use it. A lookup in a
+// Store that cannot peek answers the zero Principal and no error.
+func (a *Authenticator) ticket(ctx context.Context, ticket string, take bool) (Principal, error) {
 	if len(ticket) > 128 {
 		return Principal{}, unauthorized("ticket is unknown, used or expired")
 	}
 	if a.store == nil {
 		return Principal{}, errf(KindUnavailable, "the ticket database is unavailable")
 	}
-	t, err := a.store.TakeTicket(ctx, sha256.Sum256([]byte(ticket)))
+	hash := sha256.Sum256([]byte(ticket))
+	var (
+		t   Ticket
+		err error
+	)
+	switch pk, ok := a.store.(ticketPeeker); {
+	case take:
+		t, err = a.store.TakeTicket(ctx, hash)
+	case ok:
+		t, err = pk.PeekTicket(ctx, hash)
+	default:
+		return Principal{}, nil
+	}
 	if errors.Is(err, ErrNotFound) {
 		return Principal{}, unauthorized("ticket is unknown or already used")
 	}
@@ -246,7 +226,8 @@ func (a *Authenticator) redeem(ctx context.Context, ticket string) (Principal, e
 // The websocket query parameters.
 var wsParams = map[string]bool{"ticket": true, "access_token": true, "debug_tenant_id": true, "debug_user_id": true, "session_id": true}
 
-// checkWSQuery validates the query of a websocket handshake and returns the session id.
+// checkWSQuery validates the query of a websocket handshake (after
+// authentication) and returns the session id, "" when none was given.
 func checkWSQuery(q url.Values) (string, error) {
 	for k, vs := range q {
 		switch {
@@ -258,66 +239,44 @@ func checkWSQuery(q url.Values) (string, error) {
 			return "", errf(KindInvalid, fmt.Sprintf("query parameter %s is given more than once", k))
 		}
 	}
+	if !q.Has("session_id") {
+		return "", nil
+	}
 	sid := q.Get("session_id")
 	if !sessionIDPattern.MatchString(sid) {
-		return "", errf(KindInvalid, "session_id is required: 1 to 64 letters, digits, '-' or '_'")
+		return "", errf(KindInvalid, "session_id must be 1 to 64 letters, digits, '-' or '_' (or left out: the server then makes one)")
 	}
 	return sid, nil
 }
 
-// AuthenticateWebSocket authenticates a websocket handshake by its headers
-// and the query parameters its mode allows.
-func (a *Authenticator) AuthenticateWebSocket(r *http.Request) (Principal, error) {
-	q := r.URL.Query()
-	ctx := r.Context()
-	ticket, token := q.Get("ticket"), q.Get("access_token")
-	dTenant, dUser := q.Get("debug_tenant_id"), q.Get("debug_user_id")
-	hasDebug := q.Has("debug_tenant_id") || q.Has("debug_user_id")
-
-	n := 0
-	for _, has := range []bool{q.Has("ticket"), q.Has("access_token"), hasDebug} {
-		if has {
-			n++
-		}
+// authenticateWebSocket authenticates a websocket handshake by its one
+// credential: a header, or a query parameter its mode allows. A ticket is
+// looked up, not spent: it returns the ticket to give spendTicket once the
+// dial has passed every other check ("" for other credentials).
+func (a *Authenticator) authenticateWebSocket(r *http.Request) (p Principal, ticket string, err error) {
+	c, e := a.credentialOf(r)
+	if e != nil {
+		return Principal{}, "", e
 	}
-	if n > 1 {
-		return Principal{}, errf(KindInvalid, "give only one of ticket, access_token or debug_tenant_id/debug_user_id")
+	if c == credTicket {
+		ticket = r.URL.Query().Get("ticket")
+		if p, err = a.ticket(r.Context(), ticket, false); err != nil {
+			p, err = a.fallback(err)
+			return p, "", err
+		}
+		return p, ticket, nil
 	}
-
-	var (
-		id  Identity
-		err error
-	)
-	switch {
-	case q.Has("ticket"):
-		p, err := a.redeem(ctx, ticket)
-		if err != nil {
-			return a.fallback(err)
-		}
-		return p, nil
-	case q.Has("access_token"):
-		switch {
-		case a.cfg.Mode == ModeHosted:
-			err = unauthorized("tokens in websocket query parameters are refused in hosted mode; exchange the token for a ticket at POST /api/v1/auth/ws-ticket")
-		case !a.cfg.AllowQueryAuthTokens:
-			err = unauthorized("tokens in websocket query parameters are not accepted (ALLOW_QUERY_AUTH_TOKENS=false)")
-		default:
-			id, err = a.v.verify(ctx, token)
-		}
-	case hasDebug:
-		switch {
-		case a.cfg.Mode != ModeDev:
-			err = unauthorized("debug parameters are accepted only in dev mode")
-		case !a.cfg.AllowQueryAuthTokens || !a.cfg.AllowDebugAuth:
-			err = unauthorized("debug parameters need ALLOW_DEBUG_AUTH=true and ALLOW_QUERY_AUTH_TOKENS=true")
-		default:
-			id, err = debugIdentity(dTenant, dUser, "", "")
-		}
-	default:
-		return a.Authenticate(r)
-	}
+	id, err := a.identify(r, c, true)
 	if err != nil {
-		return a.fallback(err)
+		p, err = a.fallback(err)
+		return p, "", err
 	}
-	return a.admit(ctx, id)
+	p, err = a.admit(r.Context(), id)
+	return p, "", err
+}
+
+// spendTicket takes the ticket and returns its principal. Of two dials
+// racing with one ticket, exactly one takes it; the other gets 401.
+func (a *Authenticator) spendTicket(ctx context.Context, ticket string) (Principal, error) {
+	return a.ticket(ctx, ticket, true)
 }

@@ -3,7 +3,8 @@
 // use websocket tickets, the execution websocket with its NATS fan-out, and
 // hosted provider profiles. Server serves the routes; cmd/turnledger's
 // `runtime` subcommand reads the environment into a Config and wires a
-// boltstore.Store and a natsbus.Bus into it.
+// boltstore.Store (or a pgstore.Store for postgres:// URLs) and a natsbus.Bus
+// into it, and serves the webclient under /app/ beside it.
 //
 // # Decisions where the spec says "not shown"
 //
@@ -24,7 +25,14 @@
 // are accepted in every mode (the spec lists them for hosted; they are
 // strictly safer than query tokens); ws-ticket takes no body (or {}).
 //
-// Token rules beyond the library: the algorithm is fixed per mode
+// Token rules beyond the library (token.go, credentials.go): the header
+// and payload are one JSON object each, with no key twice and no key that
+// differs only in letter case from a name read here (encoding/json would
+// match it); exp, iat and nbf are JSON numbers in [0, MaxNumericDate]; a
+// request carries exactly one credential (two Authorization headers, a
+// header and a query credential, or dev debug headers and a bearer token
+// are 401, never the anonymous user); key sets never follow a redirect;
+// every 503 has Retry-After. Further: the algorithm is fixed per mode
 // (jwt.WithValidMethods) and keys are typed (a []byte key exists only in dev
 // mode), so HS256 signed with an RSA public key cannot verify; exp and iat
 // are required in idp and hosted (in dev they are checked when present,
@@ -52,11 +60,17 @@
 // In idp and hosted modes a user is keyed by its tenant and user claim, so
 // the same oid in two tenants is two users.
 //
-// The websocket: query parameters other than ticket, access_token,
-// debug_tenant_id, debug_user_id and session_id are refused with 400, and
-// so are workspace_id and user_id; session_id is required and is 1 to 64 of
-// [A-Za-z0-9_-]. All this and authentication happen before the upgrade. A
-// socket subscribes to runtime.sessions.<tenant_id>.<session_id> before the
+// The websocket checks, in order: the Origin (403; scheme, host and port
+// must equal an entry of CORS_ALLOWED_ORIGINS, or the host the request's
+// own), the one credential (401/403/503; a ticket is only looked up), the
+// other query parameters (400: anything but ticket, access_token,
+// debug_tenant_id, debug_user_id and session_id, and so workspace_id and
+// user_id; session_id is optional and 1 to 64 of [A-Za-z0-9_-]), the
+// handshake (426 in the JSON shape), the bus; only then is a ticket taken,
+// so a refused dial never spends one and of two racing dials one wins.
+// Without session_id the server draws one and sends
+// {"kind":"session","session_id":…} as the first message. A socket
+// subscribes to runtime.sessions.<tenant_id>.<session_id> before the
 // 101 is sent; every message a client sends (a JSON object of at most
 // 64 KiB, without workspace_id or user_id — otherwise a ValidationError
 // frame comes back and nothing is published) is published there, and every

@@ -3,6 +3,8 @@ package authn
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 )
@@ -27,7 +29,13 @@ type Error struct {
 	Kind    Kind
 	Message string
 	Err     error // cause, logged but never shown
+	// RetryAfter is sent as Retry-After (whole seconds, at least 1) with a
+	// 503; a 503 without it gets defaultRetryAfter.
+	RetryAfter time.Duration
 }
+
+// defaultRetryAfter is the Retry-After of a 503 that names none.
+const defaultRetryAfter = 10 * time.Second
 
 func (e *Error) Error() string {
 	if e.Err != nil {
@@ -98,6 +106,13 @@ func writeError(w http.ResponseWriter, err error, logf func(string, ...any)) {
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer`)
+	}
+	if status == http.StatusServiceUnavailable {
+		d := e.RetryAfter
+		if d <= 0 {
+			d = defaultRetryAfter
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
 	}
 	jsonhttp.WriteError(w, status, name, msg)
 }

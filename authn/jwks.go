@@ -71,6 +71,14 @@ func NewKeySet(cfg KeySetConfig) *KeySet {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 5 * time.Second}
 	}
+	// Redirects are never followed, whoever built the client: a key set
+	// that moves elsewhere would hand the choice of trusted keys to the
+	// redirect's target (another host, or https downgraded to http). A 3xx
+	// answer is a key-set failure (503), and no request leaves for its
+	// Location.
+	c := *cfg.Client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cfg.Client = &c
 	return &KeySet{cfg: cfg}
 }
 
@@ -158,6 +166,9 @@ func (k *KeySet) fetch(ctx context.Context) (map[string]crypto.PublicKey, error)
 		return nil, fmt.Errorf("%w: %v", ErrKeySetUnavailable, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return nil, fmt.Errorf("%w: key set endpoint answered %s; redirects are not followed", ErrKeySetUnavailable, resp.Status)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%w: key set endpoint answered %s", ErrKeySetUnavailable, resp.Status)
 	}

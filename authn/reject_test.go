@@ -173,7 +173,7 @@ func TestRejections(t *testing.T) {
 		{"ws/no credentials", ws(idp, "session_id=s1", nil), 401, ""},
 		{"ws/workspace_id in the query", ws(idp, "session_id=s1&workspace_id=w1", http.Header{"Authorization": {"Bearer " + idp.idpToken(tidActive, nil)}}), 400, ""},
 		{"ws/user_id in the query", ws(idp, "session_id=s1&user_id=u1", http.Header{"Authorization": {"Bearer " + idp.idpToken(tidActive, nil)}}), 400, ""},
-		{"ws/no session_id", ws(idp, "", http.Header{"Authorization": {"Bearer " + idp.idpToken(tidActive, nil)}}), 400, ""},
+		{"ws/empty session_id", ws(idp, "session_id=", http.Header{"Authorization": {"Bearer " + idp.idpToken(tidActive, nil)}}), 400, ""},
 		{"ws/session_id with a dot", ws(idp, "session_id=a.b", http.Header{"Authorization": {"Bearer " + idp.idpToken(tidActive, nil)}}), 400, ""},
 		{"ws/session_id with a wildcard", ws(idp, "session_id=%3E", http.Header{"Authorization": {"Bearer " + idp.idpToken(tidActive, nil)}}), 400, ""},
 		{"ws/unknown query parameter", ws(idp, "session_id=s1&tenant=x", http.Header{"Authorization": {"Bearer " + idp.idpToken(tidActive, nil)}}), 400, ""},
@@ -195,7 +195,8 @@ func TestRejections(t *testing.T) {
 			defer hosted.clock.Advance(-31 * time.Second)
 			return dial(t, hosted.wsURL("session_id=s1&ticket="+url.QueryEscape(tr.Ticket)), nil)
 		}, 401, ""},
-		{"ws/hosted ticket and access_token together", ws(hosted, "session_id=s1&ticket=x&access_token=y", nil), 400, ""},
+		// Two credentials are ambiguous: 401, before any other query check.
+		{"ws/hosted ticket and access_token together", ws(hosted, "session_id=s1&ticket=x&access_token=y", nil), 401, ""},
 		{"ws/dev debug parameters with query tokens off", ws(devStrict, "session_id=s1&debug_tenant_id=t&debug_user_id=u", nil), 401, ""},
 		{"ws/dev access_token with query tokens off", ws(devStrict, "session_id=s1&access_token="+devStrict.devToken("t", "u"), nil), 401, ""},
 		{"ticket/without a token", func() (int, jsonhttp.ErrorBody) {

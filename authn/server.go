@@ -118,19 +118,6 @@ func (s *Server) originAllowed(origin string) bool {
 	return slices.Contains(s.cfg.CORSAllowedOrigins, "*") || slices.Contains(s.cfg.CORSAllowedOrigins, strings.TrimRight(origin, "/"))
 }
 
-// originPatterns are the host patterns coder/websocket checks Origin against.
-func (s *Server) originPatterns() (patterns []string, any bool) {
-	for _, o := range s.cfg.CORSAllowedOrigins {
-		if o == "*" {
-			return nil, true
-		}
-		if _, host, ok := strings.Cut(o, "://"); ok {
-			patterns = append(patterns, strings.TrimRight(host, "/"))
-		}
-	}
-	return patterns, false
-}
-
 func (s *Server) fail(w http.ResponseWriter, err error) { writeError(w, err, s.logf) }
 
 // authed authenticates the request and puts the principal in its context.

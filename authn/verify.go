@@ -49,15 +49,29 @@ func (v *verifier) verify(ctx context.Context, token string) (Identity, error) {
 	if len(token) > v.cfg.MaxTokenBytes {
 		return Identity{}, unauthorized(fmt.Sprintf("bearer token is longer than %d bytes", v.cfg.MaxTokenBytes))
 	}
+	if e := checkTokenJSON(token); e != nil {
+		return Identity{}, e
+	}
+	var (
+		id  Identity
+		err error
+	)
 	switch v.cfg.Mode {
 	case ModeDev:
-		return v.verifyDev(token)
+		id, err = v.verifyDev(token)
 	case ModeIDP:
-		return v.verifyIDP(ctx, token)
+		id, err = v.verifyIDP(ctx, token)
 	case ModeHosted:
-		return v.verifyHosted(ctx, token)
+		id, err = v.verifyHosted(ctx, token)
+	default:
+		return Identity{}, errf(KindInternal, "unknown auth mode")
 	}
-	return Identity{}, errf(KindInternal, "unknown auth mode")
+	var e *Error
+	if errors.As(err, &e) && e.Kind == KindUnavailable && e.RetryAfter == 0 {
+		// The key set is fetched again at most every KeyRefetchEvery.
+		e.RetryAfter = v.cfg.KeyRefetchEvery
+	}
+	return id, err
 }
 
 func (v *verifier) parser(method string, opts ...jwt.ParserOption) *jwt.Parser {

@@ -2,8 +2,10 @@ package authn
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -57,20 +59,56 @@ type wsError struct {
 	Message string `json:"message"`
 }
 
+// sessionMessage is the first message of a socket whose dial gave no
+// session_id: the session the server made for it.
+type sessionMessage struct {
+	Kind      string `json:"kind"` // "session"
+	SessionID string `json:"session_id"`
+}
+
+// websocket serves a handshake in this order, so that each refusal means
+// one thing and a ticket is spent only by a dial that will be upgraded:
+// the Origin (403); the one credential, a ticket only looked up (401, 403,
+// 503); the other query parameters (400); the handshake itself (426, 400);
+// the bus (503); the session is subscribed; then the ticket is taken (401
+// for the loser of a race) and the connection upgraded.
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if !s.wsOriginAllowed(r) {
+		s.fail(w, errf(KindForbidden, "the Origin of this websocket request is not allowed (scheme, host and port must match an entry of CORS_ALLOWED_ORIGINS)"))
+		return
+	}
+	p, ticket, err := s.auth.authenticateWebSocket(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
 	sid, err := checkWSQuery(r.URL.Query())
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	p, err := s.auth.AuthenticateWebSocket(r)
-	if err != nil {
-		s.fail(w, err)
+	madeSID := sid == ""
+	if madeSID {
+		if sid, err = newSessionID(s.auth.rand); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
+	if !checkHandshake(w, r) {
 		return
 	}
 	if s.bus == nil {
 		s.fail(w, errf(KindUnavailable, "the message bus is unavailable"))
 		return
+	}
+	if ticket != "" && p.TenantID == "" {
+		// The store could not look the ticket up without taking it: take
+		// it now, to learn whose it is.
+		if p, err = s.auth.spendTicket(r.Context(), ticket); err != nil {
+			s.fail(w, err)
+			return
+		}
+		ticket = ""
 	}
 	subject, err := SessionSubject(p.TenantID, sid)
 	if err != nil {
@@ -94,13 +132,30 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 		return
 	}
 	defer unsub()
-	patterns, anyOrigin := s.originPatterns()
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: patterns, InsecureSkipVerify: anyOrigin})
+	if ticket != "" {
+		// Last: every other check has passed. The loser of a race is 401.
+		if _, err := s.auth.spendTicket(r.Context(), ticket); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
+	// The Origin was checked first, by wsOriginAllowed.
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept has answered the client
 	}
 	conn.SetReadLimit(s.cfg.MaxMessageBytes)
 	k.conn = conn
+	if madeSID {
+		b, _ := json.Marshal(sessionMessage{Kind: "session", SessionID: sid})
+		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		err := conn.Write(wctx, websocket.MessageText, b)
+		wcancel()
+		if err != nil {
+			conn.Close(websocket.StatusInternalError, "write failed")
+			return
+		}
+	}
 
 	s.mu.Lock()
 	if s.closing {
@@ -190,4 +245,14 @@ func checkMessage(data []byte) string {
 		}
 	}
 	return ""
+}
+
+// newSessionID draws a session id for a dial that gave none: 16 random
+// bytes in base64url, 22 characters of [A-Za-z0-9_-].
+func newSessionID(r io.Reader) (string, error) {
+	var b [16]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return "", fmt.Errorf("draw session id: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -9,55 +8,9 @@ import (
 	"github.com/turnledger/turnledger/projection"
 )
 
-// profileSpec is the agent spec an admin route may carry for a new agent;
-// fields left out take the defaults of defaultSpec.
-type profileSpec struct {
-	Role           *string         `json:"role"`
-	Description    string          `json:"description"`
-	Enabled        *bool           `json:"enabled"`
-	AcceptsWork    *bool           `json:"accepts_work"`
-	Capacity       *int            `json:"capacity"`
-	Capabilities   []string        `json:"capabilities"`
-	Grants         []string        `json:"grants"`
-	PublicMetadata json.RawMessage `json:"public_metadata"`
-}
-
-// spec fills the defaults: role "agent", enabled, accepting work, capacity 1,
-// no capabilities or grants, empty public metadata.
-func (p *profileSpec) spec(agentID string) kernel.AgentSpec {
-	s := kernel.AgentSpec{AgentID: agentID, Role: "agent", Enabled: true, AcceptsWork: true, Capacity: 1,
-		Capabilities: []string{}, Grants: []string{}, PublicMetadata: json.RawMessage(`{}`)}
-	if p == nil {
-		return s
-	}
-	if p.Role != nil {
-		s.Role = *p.Role
-	}
-	if p.Enabled != nil {
-		s.Enabled = *p.Enabled
-	}
-	if p.AcceptsWork != nil {
-		s.AcceptsWork = *p.AcceptsWork
-	}
-	if p.Capacity != nil {
-		s.Capacity = *p.Capacity
-	}
-	if p.Capabilities != nil {
-		s.Capabilities = p.Capabilities
-	}
-	if p.Grants != nil {
-		s.Grants = p.Grants
-	}
-	if p.PublicMetadata != nil {
-		s.PublicMetadata = p.PublicMetadata
-	}
-	s.Description = p.Description
-	return s
-}
-
 type tokensRequestBody struct {
 	AgentID    string             `json:"agent_id"`
-	Spec       *profileSpec       `json:"spec"`
+	Spec       *kernel.SpecInput  `json:"spec"`
 	Provenance *kernel.Provenance `json:"provenance"`
 	Meta       *kernel.Meta       `json:"meta"`
 	Trace      *kernel.Trace      `json:"trace"`
@@ -81,39 +34,17 @@ type profile struct {
 	Agent       projection.AgentView `json:"agent"`
 }
 
-// requestCredentialTokens bootstraps an agent under admin policy: it
-// registers the agent when a spec is given (or the agent is new), issues a
-// credential, and returns the profile and the token once.
+// requestCredentialTokens bootstraps an agent under admin policy: one
+// kernel command registers the agent when a spec is given (or the agent is
+// new) and issues a credential; the profile and the token are returned once.
 func (s *Server) requestCredentialTokens(w http.ResponseWriter, c *call) error {
 	var b tokensRequestBody
 	if err := s.decode(c, &b, false); err != nil {
 		return err
 	}
-	if !kernel.ValidID(b.AgentID) {
-		return kernel.Errorf(kernel.Validation, "agent_id must be 1 to 128 letters, digits, '_' or '-'")
-	}
-	// Whether the agent exists is read from the write model, caught up with
-	// the ledger: a projection behind another instance's registration would
-	// have the agent re-registered with the default spec.
-	exists := false
-	if err := s.engine.View(c.ctx, c.project, func(p *kernel.Project) error {
-		exists = p.Agents[b.AgentID] != nil
-		return nil
-	}); err != nil {
-		return err
-	}
-	if b.Spec != nil || !exists {
-		prov := kernel.Provenance{Kind: "admin_bootstrap"}
-		if b.Provenance != nil {
-			prov = *b.Provenance
-		}
-		if _, err := s.engine.Execute(c.ctx, c.project, kernel.RegisterAgent{
-			Common: c.common(b.Meta, b.Trace), Spec: b.Spec.spec(b.AgentID), Provenance: prov,
-		}); err != nil {
-			return err
-		}
-	}
-	cred, err := s.engine.IssueCredential(c.ctx, c.project, c.common(b.Meta, b.Trace), b.AgentID, "bootstrap")
+	cred, err := s.engine.Bootstrap(c.ctx, c.project, kernel.Bootstrap{
+		Common: c.common(b.Meta, b.Trace), AgentID: b.AgentID, Spec: b.Spec, Provenance: b.Provenance,
+	})
 	if err != nil {
 		return err
 	}
@@ -135,14 +66,14 @@ func (s *Server) material(w http.ResponseWriter, c *call, project string, cred k
 }
 
 type inviteBody struct {
-	AgentID          string        `json:"agent_id"`
-	ProfileKind      string        `json:"profile_kind"`
-	RuntimeKind      string        `json:"runtime_kind"`
-	ExpiresInSeconds *int64        `json:"expires_in_seconds"`
-	SingleUse        *bool         `json:"single_use"`
-	Spec             *profileSpec  `json:"spec"`
-	Meta             *kernel.Meta  `json:"meta"`
-	Trace            *kernel.Trace `json:"trace"`
+	AgentID          string            `json:"agent_id"`
+	ProfileKind      string            `json:"profile_kind"`
+	RuntimeKind      string            `json:"runtime_kind"`
+	ExpiresInSeconds *int64            `json:"expires_in_seconds"`
+	SingleUse        *bool             `json:"single_use"`
+	Spec             *kernel.SpecInput `json:"spec"`
+	Meta             *kernel.Meta      `json:"meta"`
+	Trace            *kernel.Trace     `json:"trace"`
 }
 
 // inviteView is the Join invite of the contract.
@@ -161,20 +92,10 @@ func (s *Server) createInvite(w http.ResponseWriter, c *call) error {
 	if err := s.decode(c, &b, false); err != nil {
 		return err
 	}
-	single := true
-	if b.SingleUse != nil {
-		single = *b.SingleUse
-	}
-	var ttl time.Duration
-	if b.ExpiresInSeconds != nil {
-		if *b.ExpiresInSeconds < 1 || *b.ExpiresInSeconds > int64(s.engine.Config().MaxInviteTTL/time.Second) {
-			return kernel.Errorf(kernel.Validation, "expires_in_seconds must be between 1 and %d", int64(s.engine.Config().MaxInviteTTL/time.Second))
-		}
-		ttl = time.Duration(*b.ExpiresInSeconds) * time.Second
-	}
-	created, err := s.engine.CreateInvite(c.ctx, c.project, c.common(b.Meta, b.Trace), kernel.InviteCreated{
-		AgentID: b.AgentID, ProfileKind: b.ProfileKind, RuntimeKind: b.RuntimeKind, SingleUse: single, Spec: b.Spec.spec(b.AgentID),
-	}, ttl)
+	created, err := s.engine.CreateInvite(c.ctx, c.project, c.common(b.Meta, b.Trace), kernel.InviteRequest{
+		AgentID: b.AgentID, ProfileKind: b.ProfileKind, RuntimeKind: b.RuntimeKind,
+		ExpiresInSeconds: b.ExpiresInSeconds, SingleUse: b.SingleUse, Spec: b.Spec,
+	})
 	if err != nil {
 		return err
 	}

@@ -277,12 +277,12 @@ func TestAdminJoinRedeem(t *testing.T) {
 			// A single-use invite is spent, on either route.
 			wantStatus(t, "second redeem", e.redeem(redeemRoute, code), 409, "ConflictError")
 			wantStatus(t, "second redeem on the alias", e.redeem(aliasRoute, code), 409, "ConflictError")
-			// The new agent was registered by an event of its own, then joined.
+			// The new agent was registered by the redemption's own event.
 			if p := m.Profile.Agent.Provenance; p.Kind != "join_invite" || p.ExternalRef != inv.InviteID {
 				t.Errorf("provenance of %s = %+v, want join_invite %s", agent, p, inv.InviteID)
 			}
 			items, _ := e.readFeed(joined, "/v3r1/projects/p1/agents/"+agent+"/feed", 50)
-			if diff := cmp.Diff([]string{"invite.created", "agent.registered", "invite.redeemed", "turn.dispatched"}, feedTypes(items)); diff != "" {
+			if diff := cmp.Diff([]string{"invite.created", "invite.redeemed", "turn.dispatched"}, feedTypes(items)); diff != "" {
 				t.Errorf("feed of %s (-want +got):\n%s", agent, diff)
 			}
 		}()
@@ -495,7 +495,7 @@ func TestJoinedAgentScenario(t *testing.T) {
 		t.Errorf("credentials of newbie = %v, want %s revoked", got, s.credential)
 	}
 	items, _ := e.readFeed(asAdmin, "/v3r1/projects/p1/agents/newbie/feed", 100)
-	want := []string{"invite.created", "agent.registered", "invite.redeemed", "agent.heartbeat", "turn.dispatched",
+	want := []string{"invite.created", "invite.redeemed", "agent.heartbeat", "turn.dispatched",
 		"turn.claimed", "turn.record_appended", "turn.finished", "credential.revoked"}
 	if diff := cmp.Diff(want, feedTypes(items)); diff != "" {
 		t.Errorf("feed of the joined agent (-want +got):\n%s", diff)

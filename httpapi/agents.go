@@ -8,7 +8,7 @@ import (
 )
 
 type registerBody struct {
-	Spec       kernel.AgentSpec  `json:"spec"`
+	Spec       *kernel.SpecInput `json:"spec"`
 	Provenance kernel.Provenance `json:"provenance"`
 	Meta       *kernel.Meta      `json:"meta"`
 	Trace      *kernel.Trace     `json:"trace"`
@@ -19,11 +19,18 @@ func (s *Server) registerAgent(w http.ResponseWriter, c *call) error {
 	if err := s.decode(c, &b, false); err != nil {
 		return err
 	}
-	seq, err := s.engine.Execute(c.ctx, c.project, kernel.RegisterAgent{Common: c.common(b.Meta, b.Trace), Spec: b.Spec, Provenance: b.Provenance})
+	if b.Spec == nil {
+		return kernel.Errorf(kernel.Validation, "spec is required")
+	}
+	spec, err := b.Spec.Resolve("")
 	if err != nil {
 		return err
 	}
-	return s.agentAfter(w, c, seq, b.Spec.AgentID)
+	seq, err := s.engine.Execute(c.ctx, c.project, kernel.RegisterAgent{Common: c.common(b.Meta, b.Trace), Spec: spec, Provenance: b.Provenance})
+	if err != nil {
+		return err
+	}
+	return s.agentAfter(w, c, seq, spec.AgentID)
 }
 
 func (s *Server) agentAfter(w http.ResponseWriter, c *call, seq uint64, agentID string) error {
@@ -69,7 +76,7 @@ func (s *Server) issueCredential(w http.ResponseWriter, c *call) error {
 	if err := s.decode(c, &b, true); err != nil {
 		return err
 	}
-	cred, err := s.engine.IssueCredential(c.ctx, c.project, c.common(b.Meta, b.Trace), agent, "issue")
+	cred, err := s.engine.IssueCredential(c.ctx, c.project, c.common(b.Meta, b.Trace), agent)
 	if err != nil {
 		return err
 	}
@@ -245,6 +252,11 @@ func (s *Server) agentFeed(w http.ResponseWriter, c *call) error {
 	}
 	if err := s.authorizeRead(c, kernel.ReadAgentFeed, agent); err != nil {
 		return err
+	}
+	if wantsStream(c.r) {
+		return s.streamFeed(w, c, after, limit, func(a uint64, n int) (projection.FeedPage, error) {
+			return s.store.AgentFeed(c.project, agent, a, n)
+		}, func(c *call) error { return s.authorizeRead(c, kernel.ReadAgentFeed, agent) })
 	}
 	fp, err := s.store.AgentFeed(c.project, agent, after, limit)
 	if err != nil {

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"crypto/subtle"
+	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/turnledger/turnledger/kernel"
@@ -57,6 +59,19 @@ func (s *Server) isAdmin(r *http.Request) bool {
 // admin bearer (without agent headers), or the three agent headers, whose
 // project must be the path's.
 func (s *Server) authenticate(ctx context.Context, r *http.Request, project string) (kernel.Caller, error) {
+	agent := r.Header.Get(HeaderAgent)
+	if err := s.checkThrottle(r, project, agent); err != nil {
+		return kernel.Caller{}, err
+	}
+	c, err := s.verify(ctx, r, project)
+	if err != nil && kernel.ErrorKind(err) == kernel.Unauthorized {
+		s.authFailed(r, project, agent)
+	}
+	return c, err
+}
+
+// verify is authenticate without the throttle.
+func (s *Server) verify(ctx context.Context, r *http.Request, project string) (kernel.Caller, error) {
 	for _, h := range []string{"Authorization", HeaderProject, HeaderAgent} {
 		if len(r.Header.Values(h)) > 1 {
 			return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "the %s header is given more than once", h)
@@ -72,9 +87,14 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, project stri
 		if ok {
 			return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "invalid bearer token; an agent also sends %s and %s", HeaderProject, HeaderAgent)
 		}
+		if msg := bearerProblem(r); msg != "" {
+			return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "%s", msg)
+		}
 		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "missing credentials: send %s, %s and Authorization: Bearer <token>", HeaderProject, HeaderAgent)
 	}
 	switch {
+	case !ok && bearerProblem(r) != "":
+		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "%s", bearerProblem(r))
 	case !ok:
 		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "missing Authorization: Bearer <token>")
 	case hp == "" || agent == "":
@@ -84,3 +104,27 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, project stri
 	}
 	return s.engine.Authenticate(ctx, project, agent, token)
 }
+
+// bearerProblem says what is wrong with an Authorization header that is
+// there but is no bearer token; "" when there is none. It names the scheme
+// only when it looks like one, so that a token sent without a scheme is
+// never echoed.
+func bearerProblem(r *http.Request) string {
+	if len(r.Header.Values("Authorization")) > 1 {
+		return "the Authorization header is given more than once"
+	}
+	h := strings.TrimSpace(r.Header.Get("Authorization"))
+	if h == "" {
+		return ""
+	}
+	scheme, rest, _ := strings.Cut(h, " ")
+	switch {
+	case strings.EqualFold(scheme, "Bearer"):
+		return "the Authorization header has no token after Bearer"
+	case strings.TrimSpace(rest) != "" && authScheme.MatchString(scheme):
+		return fmt.Sprintf("the Authorization scheme %s is not accepted: send Authorization: Bearer <token>", scheme)
+	}
+	return "the Authorization header is not of the form Bearer <token>"
+}
+
+var authScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,19}$`)

@@ -50,6 +50,7 @@ type env struct {
 	ledger *ledger.Store
 	store  *projection.Store
 	engine *kernel.Engine
+	api    *httpapi.Server
 }
 
 const testSecretKey = "the instances' shared secret key"
@@ -63,7 +64,7 @@ func newEnv(t testing.TB) *env {
 
 // newEnvOn starts another instance on an existing NATS server: instances
 // share nothing but NATS.
-func newEnvOn(t testing.TB, natsURL string, clk *clock) *env {
+func newEnvOn(t testing.TB, natsURL string, clk *clock, configure ...func(*httpapi.Config)) *env {
 	t.Helper()
 	nc := natstest.ConnectURL(t, natsURL)
 	lcfg := ledger.DefaultConfig()
@@ -96,18 +97,22 @@ func newEnvOn(t testing.TB, natsURL string, clk *clock) *env {
 	hcfg.AdminTokenHash = kernel.HashSecret(adminToken)
 	hcfg.Now = clk.Now
 	hcfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, f := range configure {
+		f(&hcfg)
+	}
 	api, err := httpapi.New(engine, store, hcfg)
 	if err != nil {
 		t.Fatalf("httpapi.New = %v", err)
 	}
 	hs := httptest.NewServer(api)
 	t.Cleanup(func() {
+		api.StopWaiting()
 		hs.Close()
 		cancel()
 		<-done
 		store.Close()
 	})
-	return &env{t: t, url: hs.URL, clock: clk, ledger: l, store: store, engine: engine}
+	return &env{t: t, url: hs.URL, clock: clk, ledger: l, store: store, engine: engine, api: api}
 }
 
 // response is a decoded HTTP response.

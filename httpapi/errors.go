@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/kernel"
@@ -21,13 +24,20 @@ var statusOf = map[kernel.Kind]int{
 	kernel.Validation:   http.StatusUnprocessableEntity,
 	kernel.BadRequest:   http.StatusBadRequest,
 	kernel.Internal:     http.StatusInternalServerError,
+	kernel.Unavailable:  http.StatusServiceUnavailable,
 }
+
+// retryAfter is the Retry-After of a kernel.Unavailable answer: the ledger
+// has already retried for its bound (ledger.Config.RetryFor) before it gives
+// up, so a client should not come back at once.
+const retryAfter = "5"
 
 // Errors the HTTP layer raises itself, outside the kernel's kinds.
 var (
 	errTooLarge    = &httpError{http.StatusRequestEntityTooLarge, "PayloadTooLargeError"}
 	errUnavailable = &httpError{http.StatusServiceUnavailable, "ServiceUnavailableError"}
 	errNotAllowed  = &httpError{http.StatusMethodNotAllowed, "MethodNotAllowedError"}
+	errThrottled   = &httpError{http.StatusTooManyRequests, "TooManyRequestsError"}
 )
 
 type httpError struct {
@@ -40,6 +50,8 @@ type httpError struct {
 type statusError struct {
 	kind *httpError
 	msg  string
+	// retryAfter, when set, is sent as Retry-After (whole seconds, at least 1).
+	retryAfter time.Duration
 }
 
 func (e *statusError) Error() string { return e.msg }
@@ -53,17 +65,21 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ke *kernel.Error
 	switch {
 	case errors.As(err, &se):
+		if se.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(se.retryAfter.Seconds()))))
+		}
 		jsonhttp.WriteError(w, se.kind.status, se.kind.name, se.msg)
 	case errors.As(err, &de):
 		jsonhttp.WriteError(w, http.StatusUnprocessableEntity, string(kernel.Validation), de.Msg)
 	case errors.Is(err, projection.ErrDamaged):
 		s.log.Error("projection damaged", "method", r.Method, "path", requestPath(r), "err", err)
 		jsonhttp.WriteError(w, errUnavailable.status, errUnavailable.name, "the projections are damaged and are not served until they are rebuilt from the ledger (restart serve, or run turnledger replay)")
-	case errors.Is(err, kernel.ErrUnavailable):
-		s.log.Warn("ledger unavailable", "method", r.Method, "path", requestPath(r), "err", err)
-		jsonhttp.WriteError(w, errUnavailable.status, errUnavailable.name, "the ledger cannot take the change right now (storage full or failing, or the server is not answering); retry later with the same Idempotency-Key")
 	case errors.Is(err, projection.ErrNotFound):
 		jsonhttp.WriteError(w, http.StatusNotFound, string(kernel.NotFound), "not found")
+	case errors.As(err, &ke) && ke.Kind == kernel.Unavailable:
+		s.log.Warn("unavailable", "method", r.Method, "path", requestPath(r), "err", err)
+		w.Header().Set("Retry-After", retryAfter)
+		jsonhttp.WriteError(w, http.StatusServiceUnavailable, string(ke.Kind), ke.Message)
 	case errors.As(err, &ke) && ke.Kind != kernel.Internal:
 		jsonhttp.WriteError(w, statusOf[ke.Kind], string(ke.Kind), ke.Message)
 	default:

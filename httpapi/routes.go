@@ -8,13 +8,16 @@ import (
 
 // routes registers every route of the coordination API.
 func (s *Server) routes() {
-	r := s.router
+	r := registrar{s} // s.router, with each handler observed (metrics.go)
 	const p = "/v3r1/projects/:project_id"
 
 	r.Handle(http.MethodGet, "/healthz", s.public(s.healthz))
 	r.Handle(http.MethodGet, "/readyz", s.public(s.readyz))
+	r.Handle(http.MethodGet, "/openapi.json", s.public(s.openapi))
+	r.Handle(http.MethodGet, "/metrics", s.public(s.metrics))
 
 	// Admin surface.
+	r.Handle(http.MethodGet, "/admin/v1/projects", s.admin(s.listProjects))
 	r.Handle(http.MethodPost, "/admin/v1/projects/:project_id/agent-credential-tokens:request", s.admin(s.requestCredentialTokens))
 	r.Handle(http.MethodPost, "/admin/v1/projects/:project_id/agent-join-invites", s.admin(s.createInvite))
 	r.Handle(http.MethodPost, "/admin/v1/agent-joins:redeem", s.public(s.redeemJoin))

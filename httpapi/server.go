@@ -29,12 +29,25 @@ type Config struct {
 	// WaitTimeout bounds how long a command waits for the projections to
 	// reach its ledger_seq before it answers 503.
 	WaitTimeout time.Duration
+	// Push configures long polls and event streams (sse.go); a zero field
+	// takes its default.
+	Push PushConfig
+	// Metrics: the /metrics handler and the request observer (metrics.go).
+	Metrics MetricsConfig
 	// Ready reports readiness for /readyz: a JSON-able report and whether the
 	// service is ready.
 	Ready func(ctx context.Context) (any, bool)
 	// Diagnostics reports trouble (lag, failures) to show on projection pages.
 	Diagnostics func(ctx context.Context) []Diagnostic
-	// Now is the clock of derived statuses (presence, credential expiry).
+	// MaxInFlight bounds the requests the instance serves at once, and
+	// MaxProjectInFlight those of one project; beyond either the request is
+	// answered 503 with Retry-After at once (0 turns a bound off).
+	MaxInFlight, MaxProjectInFlight int
+	// AuthFailures is the token bucket of failed authentications, per remote
+	// address and per claimed agent (a zero Rate turns throttling off).
+	AuthFailures Rate
+	// Now is the clock of derived statuses (presence, credential expiry)
+	// and of the authentication throttle.
 	Now    func() time.Time
 	Logger *slog.Logger
 }
@@ -46,8 +59,13 @@ func DefaultConfig() Config {
 		DefaultLimit: 50,
 		MaxLimit:     projection.MaxLimit,
 		WaitTimeout:  10 * time.Second,
-		Now:          time.Now,
-		Logger:       slog.Default(),
+		// 64 agents in a closed loop hold at most 64; the bounds leave room
+		// for bursts and stop an open loop from queueing without end.
+		MaxInFlight:        512,
+		MaxProjectInFlight: 128,
+		AuthFailures:       Rate{Burst: 20, Every: time.Second},
+		Now:                time.Now,
+		Logger:             slog.Default(),
 	}
 }
 
@@ -65,6 +83,12 @@ func (c Config) Validate() error {
 	}
 	if c.WaitTimeout <= 0 {
 		errs = append(errs, errors.New("httpapi: wait timeout must be positive"))
+	}
+	if c.MaxInFlight < 0 || c.MaxProjectInFlight < 0 {
+		errs = append(errs, errors.New("httpapi: in-flight bounds must not be negative"))
+	}
+	if c.AuthFailures.Burst < 0 || c.AuthFailures.Every < 0 {
+		errs = append(errs, errors.New("httpapi: the authentication failure rate must not be negative"))
 	}
 	if c.Now == nil || c.Logger == nil {
 		errs = append(errs, errors.New("httpapi: a clock and a logger are required"))
@@ -85,7 +109,11 @@ type Server struct {
 	store  *projection.Store
 	cfg    Config
 	log    *slog.Logger
+	push   *push // long polls and event streams (longpoll.go, sse.go)
 	router *verbRouter
+
+	shed      *shedder
+	authFails *throttle
 }
 
 // New returns the API server.
@@ -93,13 +121,28 @@ func New(engine *kernel.Engine, store *projection.Store, cfg Config) (*Server, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{engine: engine, store: store, cfg: cfg, log: cfg.Logger}
+	s := &Server{engine: engine, store: store, cfg: cfg, log: cfg.Logger,
+		shed: newShedder(cfg.MaxInFlight, cfg.MaxProjectInFlight), authFails: newThrottle(cfg.AuthFailures, cfg.Now)}
 	s.router = newVerbRouter(http.HandlerFunc(s.notFound), http.HandlerFunc(s.methodNotAllowed), s.panicked)
+	s.push = newPush()
 	s.routes()
 	return s, nil
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		s.router.ServeHTTP(w, r)
+		return
+	}
+	release, err := s.shed.admitInstance()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sl := &slots{releases: []func(){release}}
+	defer sl.releaseAll()
+	s.router.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotsKey{}, sl)))
+}
 
 // call is one authenticated request of a project.
 type call struct {
@@ -139,6 +182,13 @@ func (s *Server) project(h handler) httprouter.Handle {
 			}
 			if err := c.readIdempotency(); err != nil {
 				return err
+			}
+			release, err := s.shed.admitProject(c.project)
+			if err != nil {
+				return err
+			}
+			if !hold(c.ctx, release) {
+				defer release()
 			}
 			caller, err := s.authenticate(c.ctx, r, c.project)
 			if err != nil {
@@ -192,9 +242,16 @@ func (s *Server) public(h handler) httprouter.Handle {
 func (s *Server) admin(h handler) httprouter.Handle {
 	return s.public(func(w http.ResponseWriter, c *call) error {
 		if _, ok := bearer(c.r); !ok {
+			if msg := bearerProblem(c.r); msg != "" {
+				return kernel.Errorf(kernel.Unauthorized, "%s; the admin surface requires Authorization: Bearer <admin token>", msg)
+			}
 			return kernel.Errorf(kernel.Unauthorized, "the admin surface requires Authorization: Bearer <admin token>")
 		}
+		if err := s.checkThrottle(c.r, "", ""); err != nil {
+			return err
+		}
 		if !s.isAdmin(c.r) {
+			s.authFailed(c.r, "", "")
 			return kernel.Errorf(kernel.Unauthorized, "invalid admin bearer token")
 		}
 		c.caller = kernel.Caller{Admin: true}
@@ -214,7 +271,7 @@ func (s *Server) body(c *call) ([]byte, error) {
 		return nil, &jsonhttp.DecodeError{Msg: "cannot read request body"}
 	}
 	if int64(len(data)) > s.cfg.MaxBodyBytes {
-		return nil, &statusError{errTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes)}
+		return nil, &statusError{kind: errTooLarge, msg: fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes)}
 	}
 	c.bodyHash = kernel.HashSecret(string(data))
 	return data, nil
@@ -251,7 +308,7 @@ func (s *Server) wait(ctx context.Context, seq uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
 	defer cancel()
 	if err := s.store.WaitFor(ctx, seq); err != nil {
-		return &statusError{errUnavailable, fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq)}
+		return &statusError{kind: errUnavailable, msg: fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq), retryAfter: time.Second}
 	}
 	return nil
 }

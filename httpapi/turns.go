@@ -122,6 +122,11 @@ func (s *Server) turnFeed(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
+	if wantsStream(c.r) {
+		return s.streamFeed(w, c, after, limit, func(a uint64, n int) (projection.FeedPage, error) {
+			return s.store.TurnFeed(c.project, id, a, n)
+		}, func(c *call) error { _, err := s.readableTurn(c); return err })
+	}
 	fp, err := s.store.TurnFeed(c.project, id, after, limit)
 	if err != nil {
 		return err
@@ -182,6 +187,10 @@ func (s *Server) claim(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
+	wait, err := s.claimWait(c)
+	if err != nil {
+		return err
+	}
 	var b claimBody
 	if err := s.decode(c, &b, false); err != nil {
 		return err
@@ -189,7 +198,9 @@ func (s *Server) claim(w http.ResponseWriter, c *call) error {
 	if b.Agent == nil {
 		return kernel.Errorf(kernel.Validation, "agent is required")
 	}
-	res, seq, err := s.engine.Claim(c.ctx, c.project, c.common(b.Meta, b.Trace), agent, b.Agent)
+	res, seq, err := s.claimWaiting(w, c, agent, wait, func() (*kernel.ClaimResult, uint64, error) {
+		return s.engine.Claim(c.ctx, c.project, c.common(b.Meta, b.Trace), agent, b.Agent)
+	})
 	if err != nil {
 		return err
 	}
@@ -417,6 +428,11 @@ func (s *Server) projectFeed(w http.ResponseWriter, c *call) error {
 	}
 	if err := s.authorizeRead(c, kernel.ReadProjectWide, ""); err != nil {
 		return err
+	}
+	if wantsStream(c.r) {
+		return s.streamFeed(w, c, after, limit, func(a uint64, n int) (projection.FeedPage, error) {
+			return s.store.ProjectFeed(c.project, a, n)
+		}, func(c *call) error { return s.authorizeRead(c, kernel.ReadProjectWide, "") })
 	}
 	fp, err := s.store.ProjectFeed(c.project, after, limit)
 	if err != nil {

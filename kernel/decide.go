@@ -13,9 +13,12 @@ var Outcomes = []string{"succeeded", "failed", OutcomeStopped}
 // project's state, a command and the time, it returns the events the command
 // causes (at most one; none when the command changes nothing, such as a
 // repeated idempotent dispatch or a claim with nothing to claim) or an *Error.
-// It never reads the clock, draws ids, logs or does I/O, and never changes p.
+// It never reads the clock, draws ids, logs or does I/O, and never changes p
+// (a zero Project is read as an empty one).
 func Decide(p *Project, cmd Command, now time.Time) ([]Event, error) {
-	p.init()
+	if p.Agents == nil {
+		p = NewProject(p.ID)
+	}
 	c := cmd.common()
 	if err := validateCommon(c); err != nil {
 		return nil, err
@@ -28,6 +31,8 @@ func Decide(p *Project, cmd Command, now time.Time) ([]Event, error) {
 		ev, err = d.register(cmd)
 	case IssueCredential:
 		ev, err = d.issueCredential(cmd)
+	case Bootstrap:
+		ev, err = d.bootstrap(cmd)
 	case RevokeCredential:
 		ev, err = d.revokeCredential(cmd)
 	case SetAgentAdmission:
@@ -326,12 +331,22 @@ func (d decider) redeemInvite(cmd RedeemInvite) (*Event, error) {
 	if inv.Data.SingleUse && inv.Redeemed > 0 {
 		return nil, Errorf(Conflict, "the join invite %s has already been redeemed", id)
 	}
-	d.c.Caller = Caller{Admin: false}
-	ev := d.event(EvInviteRedeemed, AggInvite, id, &InviteRedeemed{
+	// Whoever holds the code acts as the invited agent: the event's actor.
+	d.c.Caller = Caller{AgentID: inv.Data.AgentID}
+	data := &InviteRedeemed{
 		InviteID: id, AgentID: inv.Data.AgentID, CredentialID: cmd.CredentialID, TokenHash: cmd.TokenHash, ExpiresAt: cmd.ExpiresAt.UTC(),
-	})
-	ev.Actor = Actor{Kind: ActorAgent, AgentID: inv.Data.AgentID}
-	return ev, nil
+	}
+	if d.p.Agents[inv.Data.AgentID] == nil {
+		// A new agent is registered by the same event, so the redemption
+		// is all or nothing.
+		spec := inv.Data.Spec
+		spec.AgentID = inv.Data.AgentID
+		if err := validateSpec(spec); err != nil {
+			return nil, err
+		}
+		data.Registration = &AgentRegistered{Spec: spec, Provenance: Provenance{Kind: ProvenanceJoinInvite, ExternalRef: id}}
+	}
+	return d.event(EvInviteRedeemed, AggInvite, id, data), nil
 }
 
 func (d decider) dispatch(cmd Dispatch) (*Event, error) {
@@ -489,7 +504,7 @@ func (d decider) finish(cmd Finish) (*Event, error) {
 		return nil, invalid("outcome must be one of %v", Outcomes)
 	}
 	data := &TurnFinished{ClaimID: t.Claim.ID, Outcome: cmd.Outcome}
-	if !isNull(cmd.FinalPayload) {
+	if !IsNull(cmd.FinalPayload) {
 		if err := objectField("final_payload", cmd.FinalPayload, MaxPayloadBytes); err != nil {
 			return nil, err
 		}

@@ -10,7 +10,16 @@
 // fails, so a replay always rebuilds the same state. Neither reads the clock,
 // draws ids or does I/O: time, ids and secret hashes arrive in the command.
 // Every command decides at most one event, so an append is one JetStream
-// publish.
+// publish. The admin's bootstrap (Bootstrap: register if needed, then issue a
+// credential) and a join (RedeemInvite: register the invited agent if new,
+// then issue its credential) are single commands too: their event carries the
+// registration, so neither can be split by a crash.
+//
+// Evolve is built from one state machine per aggregate: EvolveTurn,
+// EvolveAgent and EvolveCredential. The projections fold the same functions,
+// so what readers see is the state the engine decides on. Read policy is one
+// set of functions (AuthorizeRead, CanReadTurn, TurnReaders) for single reads
+// and list filters alike.
 //
 // The Engine keeps each project's write model in memory, loaded from the
 // ledger on first use. A command takes the project's lock, decides, appends
@@ -48,8 +57,9 @@
 //   - turn_seq of a Turn's records grows by one, without gaps.
 //   - A claim token is accepted only while it holds the Turn's current claim,
 //     before its expiry, from the agent it was given to (else FencingError).
-//   - dispatch_key is unique per project: the same key and body find the same
-//     Turn; the same key with another body is a ConflictError.
+//   - dispatch_key is unique per requester (two requesters never collide on
+//     one): the same requester, key and body find the same Turn; the same
+//     requester and key with another body is a ConflictError.
 //   - A child Turn derives from a live parent claim held by its requester;
 //     its depth is the parent's + 1 and at most Config.MaxDepth.
 //   - Secrets (credential tokens, claim tokens, join codes) never reach

@@ -159,7 +159,7 @@ func TestTwoEnginesRace(t *testing.T) {
 func TestEngineCatchesUpOnAuthenticate(t *testing.T) {
 	engines, _ := newEngines(t, 2)
 	register(t, engines[0], "worker", 1)
-	cred, err := engines[0].IssueCredential(t.Context(), "p1", admin, "worker", "issue")
+	cred, err := engines[0].IssueCredential(t.Context(), "p1", admin, "worker")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,11 @@ const (
 	Invariant    Kind = "InvariantError"    // 422: a rule of the domain refuses it
 	Validation   Kind = "ValidationError"   // 422: the request is malformed
 	BadRequest   Kind = "KernelError"       // 400: any other refusal of the kernel
-	Internal     Kind = "InternalError"     // 500: a bug or an outage, never the client's fault
+	Internal     Kind = "InternalError"     // 500: a bug, never the client's fault
+	// Unavailable is 503: a dependency (the ledger's NATS cluster) did not
+	// answer within its bound; the same request may succeed shortly, and the
+	// answer says when to retry (Retry-After).
+	Unavailable Kind = "ServiceUnavailableError"
 )
 
 // Error is a refusal of the kernel, with a message fit for the client.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 	"time"
 )
@@ -114,5 +115,28 @@ func UnmarshalEvent(b []byte) (Event, error) {
 		return Event{}, fmt.Errorf("kernel: decode %s v%d data: %w", e.Type, e.V, err)
 	}
 	e.Data = data
+	return e, nil
+}
+
+// TypedData returns e with its data as the pointer its type and version name
+// in the codec (a struct value is taken by address), or an error when the
+// data is of another type. Events of a type the codec does not know are
+// returned unchanged. Evolve and EvolveTurn read only such pointers.
+func TypedData(e Event) (Event, error) {
+	t, ok := codec[codecKey{e.Type, e.V}]
+	if !ok {
+		return e, nil
+	}
+	want := reflect.TypeOf(t.newData())
+	got := reflect.TypeOf(e.Data)
+	switch {
+	case got == want && !reflect.ValueOf(e.Data).IsNil():
+	case got == want.Elem():
+		p := reflect.New(got)
+		p.Elem().Set(reflect.ValueOf(e.Data))
+		e.Data = p.Interface()
+	default:
+		return e, fmt.Errorf("kernel: data of %s is %T, want %v", e.Type, e.Data, want)
+	}
 	return e, nil
 }

@@ -150,7 +150,10 @@ type CredentialIssued struct {
 	AgentID      string    `json:"agent_id"`
 	TokenHash    string    `json:"token_hash"`
 	ExpiresAt    time.Time `json:"expires_at"`
-	Via          string    `json:"via,omitempty"` // "issue", "bootstrap" or "join"
+	Via          string    `json:"via,omitempty"` // ViaIssue (when empty), ViaBootstrap or ViaJoin
+	// Registration, when set, registered the agent (or replaced its spec)
+	// in the same event, before the credential: the admin's bootstrap.
+	Registration *AgentRegistered `json:"registration,omitempty"`
 }
 
 // CredentialRevoked: a credential stopped working.
@@ -178,6 +181,9 @@ type InviteRedeemed struct {
 	CredentialID string    `json:"credential_id"`
 	TokenHash    string    `json:"token_hash"`
 	ExpiresAt    time.Time `json:"expires_at"`
+	// Registration, when set, registered the invited agent, new until then,
+	// in the same event, with the invite's spec and provenance join_invite.
+	Registration *AgentRegistered `json:"registration,omitempty"`
 }
 
 // Authority is how a Turn was authorised: a root request or a derivation from

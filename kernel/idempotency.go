@@ -19,8 +19,7 @@ const IdempotencyRetention = 24 * time.Hour
 // field is the client's key: Ref is the hex SHA-256 of the caller, the route
 // and the key (scoped by the HTTP layer), and Request is the hex SHA-256 of
 // the request body. The engine scopes Ref once more by the command, so that
-// one request that appends two events (bootstrap: register, then issue)
-// remembers each.
+// a key is never answered by another command's event.
 type Idempotency struct {
 	Ref     string `json:"ref"`
 	Request string `json:"request"`
@@ -76,6 +75,8 @@ func commandName(cmd Command) string {
 		return "register_agent"
 	case IssueCredential:
 		return "issue_credential"
+	case Bootstrap:
+		return "bootstrap"
 	case RevokeCredential:
 		return "revoke_credential"
 	case SetAgentAdmission:

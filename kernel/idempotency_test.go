@@ -2,7 +2,6 @@ package kernel_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -10,7 +9,7 @@ import (
 	"github.com/turnledger/turnledger/kernel"
 )
 
-// failingLedger fails the next Append with ErrUnavailable, as a full disk
+// failingLedger fails the next Append as Unavailable, as a full disk
 // would, and otherwise passes through.
 type failingLedger struct {
 	kernel.Ledger
@@ -24,7 +23,7 @@ func (l *failingLedger) Append(ctx context.Context, project string, expectLast u
 	l.fail = false
 	l.mu.Unlock()
 	if fail {
-		return 0, fmt.Errorf("test: disk full: %w", kernel.ErrUnavailable)
+		return 0, fmt.Errorf("test: disk full: %w", kernel.Errorf(kernel.Unavailable, "disk full"))
 	}
 	return l.Ledger.Append(ctx, project, expectLast, e)
 }
@@ -46,8 +45,8 @@ func TestFailedCommandIsNotRemembered(t *testing.T) {
 		t.Fatal(err)
 	}
 	hb := kernel.Heartbeat{Common: keyed("k", "{}"), AgentID: "worker"}
-	if _, err := e.Execute(t.Context(), "p1", hb); !errors.Is(err, kernel.ErrUnavailable) {
-		t.Fatalf("Execute on a failing ledger = %v, want ErrUnavailable", err)
+	if _, err := e.Execute(t.Context(), "p1", hb); kernel.ErrorKind(err) != kernel.Unavailable {
+		t.Fatalf("Execute on a failing ledger = %v, want Unavailable", err)
 	}
 	before, _ := l.LastSeq(t.Context(), "p1")
 	seq, err := e.Execute(t.Context(), "p1", hb)

@@ -243,33 +243,77 @@ type IssuedCredential struct {
 	Seq          uint64
 }
 
-// IssueCredential issues a credential for the agent.
-func (e *Engine) IssueCredential(ctx context.Context, project string, c Common, agentID, via string) (IssuedCredential, error) {
+// newCredential draws a credential id, its token (derived from the id, see
+// derive, so that a retry can answer it again) and its expiry.
+func (e *Engine) newCredential(project, agentID string) (IssuedCredential, error) {
 	id, err := e.newID("cred_")
 	if err != nil {
 		return IssuedCredential{}, err
 	}
 	token := "tla_" + e.derive(secretCredential, project, id)
 	expires := e.cfg.Now().UTC().Add(e.cfg.CredentialTTL).Truncate(time.Second)
+	return IssuedCredential{CredentialID: id, AgentID: agentID, Token: token, ExpiresAt: expires}, nil
+}
+
+// issue appends cmd, which issues cred, and answers cred; for a retry with
+// the same idempotency key it answers the credential the first request
+// issued, its token derived again.
+func (e *Engine) issue(ctx context.Context, p *Project, cmd Command, cred IssuedCredential) (IssuedCredential, error) {
+	seq, _, a, err := e.decideAppend(ctx, p, cmd)
+	if err != nil {
+		return IssuedCredential{}, err
+	}
+	if a != nil {
+		return e.recalledCredential(p, a)
+	}
+	cred.Seq = seq
+	return cred, nil
+}
+
+// recalledCredential is the credential a remembered answer issued.
+func (e *Engine) recalledCredential(p *Project, a *Answer) (IssuedCredential, error) {
+	cred := p.Credentials[a.ResultID]
+	if cred == nil {
+		return IssuedCredential{}, Errorf(Internal, "remembered credential %s is missing", a.ResultID)
+	}
+	tok, err := e.rederive("tla_", secretCredential, p.ID, a.ResultID, cred.TokenHash)
+	if err != nil {
+		return IssuedCredential{}, err
+	}
+	return IssuedCredential{CredentialID: a.ResultID, AgentID: cred.AgentID, Token: tok, ExpiresAt: a.ExpiresAt, Seq: a.Seq}, nil
+}
+
+// IssueCredential issues a credential for the agent (via ViaIssue).
+func (e *Engine) IssueCredential(ctx context.Context, project string, c Common, agentID string) (IssuedCredential, error) {
+	cred, err := e.newCredential(project, agentID)
+	if err != nil {
+		return IssuedCredential{}, err
+	}
 	var out IssuedCredential
 	err = e.with(ctx, project, false, func(p *Project) error {
-		seq, _, a, err := e.decideAppend(ctx, p, IssueCredential{Common: c, AgentID: agentID, CredentialID: id, TokenHash: HashSecret(token), ExpiresAt: expires, Via: via})
-		if err != nil {
-			return err
-		}
-		out = IssuedCredential{CredentialID: id, AgentID: agentID, Token: token, ExpiresAt: expires, Seq: seq}
-		if a != nil {
-			cred := p.Credentials[a.ResultID]
-			if cred == nil {
-				return Errorf(Internal, "remembered credential %s is missing", a.ResultID)
-			}
-			tok, err := e.rederive("tla_", secretCredential, project, a.ResultID, cred.TokenHash)
-			if err != nil {
-				return err
-			}
-			out = IssuedCredential{CredentialID: a.ResultID, AgentID: cred.AgentID, Token: tok, ExpiresAt: a.ExpiresAt, Seq: a.Seq}
-		}
-		return nil
+		var err error
+		out, err = e.issue(ctx, p, IssueCredential{Common: c, AgentID: agentID, CredentialID: cred.CredentialID,
+			TokenHash: HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt, Via: ViaIssue}, cred)
+		return err
+	})
+	return out, err
+}
+
+// Bootstrap runs the admin's bootstrap (see the Bootstrap command): one
+// event registers the agent when needed and issues its credential. The
+// CredentialID, TokenHash and ExpiresAt of cmd are filled in here. A retry
+// with the same idempotency key answers the first credential again.
+func (e *Engine) Bootstrap(ctx context.Context, project string, cmd Bootstrap) (IssuedCredential, error) {
+	cred, err := e.newCredential(project, cmd.AgentID)
+	if err != nil {
+		return IssuedCredential{}, err
+	}
+	cmd.CredentialID, cmd.TokenHash, cmd.ExpiresAt = cred.CredentialID, HashSecret(cred.Token), cred.ExpiresAt
+	var out IssuedCredential
+	err = e.with(ctx, project, false, func(p *Project) error {
+		var err error
+		out, err = e.issue(ctx, p, cmd, cred)
+		return err
 	})
 	return out, err
 }
@@ -281,14 +325,12 @@ type CreatedInvite struct {
 	Seq    uint64
 }
 
-// CreateInvite creates a join invite. ttl 0 takes the default; a ttl above
-// the maximum is refused.
-func (e *Engine) CreateInvite(ctx context.Context, project string, c Common, inv InviteCreated, ttl time.Duration) (CreatedInvite, error) {
-	if ttl == 0 {
-		ttl = e.cfg.InviteTTL
-	}
-	if ttl < 0 || ttl > e.cfg.MaxInviteTTL {
-		return CreatedInvite{}, invalid("expires_in_seconds must be between 1 and %d", int(e.cfg.MaxInviteTTL.Seconds()))
+// CreateInvite creates a join invite, with the defaults and bounds of
+// InviteRequest.
+func (e *Engine) CreateInvite(ctx context.Context, project string, c Common, req InviteRequest) (CreatedInvite, error) {
+	inv, ttl, err := req.invite(e.cfg)
+	if err != nil {
+		return CreatedInvite{}, err
 	}
 	if !ValidID(project) {
 		return CreatedInvite{}, invalid("project id %q must be 1 to 128 letters, digits, '_' or '-'", project)
@@ -323,10 +365,6 @@ func (e *Engine) CreateInvite(ctx context.Context, project string, c Common, inv
 	return out, err
 }
 
-// ProvenanceJoinInvite is the provenance kind of an agent registered by
-// redeeming a join invite; its external_ref is the invite id.
-const ProvenanceJoinInvite = "join_invite"
-
 // JoinCodePrefix starts every join code. A code reads
 // "tlj.<project_id>.<secret>": the project it joins is not secret; the rest is.
 const JoinCodePrefix = "tlj."
@@ -338,12 +376,10 @@ type Redeemed struct {
 	Credential IssuedCredential
 }
 
-// RedeemInvite redeems a join code: it registers the invited agent if it is
-// new (an agent.registered event with provenance join_invite, appended
-// before the invite.redeemed event), issues a credential and returns its
-// token once. A single-use invite is redeemed once however many redeem it at
-// the same moment: the project's lock and the ledger's expectation serialise
-// them.
+// RedeemInvite redeems a join code: one invite.redeemed event registers the
+// invited agent if it is new and issues a credential, whose token is returned
+// once. A single-use invite is redeemed once however many redeem it at the
+// same moment: the project's lock and the ledger's expectation serialise them.
 func (e *Engine) RedeemInvite(ctx context.Context, code string) (Redeemed, error) {
 	return e.RedeemInviteKeyed(ctx, Common{}, code)
 }
@@ -356,55 +392,32 @@ func (e *Engine) RedeemInviteKeyed(ctx context.Context, c Common, code string) (
 	if !ok || !ok2 || !ValidID(project) {
 		return Redeemed{}, Errorf(Unauthorized, "invalid join code")
 	}
-	id, err := e.newID("cred_")
+	cred, err := e.newCredential(project, "")
 	if err != nil {
 		return Redeemed{}, err
 	}
-	token := "tla_" + e.derive(secretCredential, project, id)
 	var out Redeemed
 	err = e.with(ctx, project, true, func(p *Project) error {
-		expires := e.cfg.Now().UTC().Add(e.cfg.CredentialTTL).Truncate(time.Second)
-		cmd := RedeemInvite{Common: c, CodeHash: HashSecret(code), CredentialID: id, TokenHash: HashSecret(token), ExpiresAt: expires}
-		if a, err := e.recall(p, cmd); err != nil || a != nil {
-			if err != nil {
-				return err
-			}
-			// A retried redeem: the credential it issued the first time.
-			cred, inv := p.Credentials[a.ResultID], p.Invites[p.InviteCodes[cmd.CodeHash]]
-			if cred == nil || inv == nil {
-				return Errorf(Internal, "remembered redeem %s is missing", a.ResultID)
-			}
-			tok, err := e.rederive("tla_", secretCredential, project, a.ResultID, cred.TokenHash)
-			if err != nil {
-				return err
-			}
-			out = Redeemed{ProjectID: project, Invite: inv.Data, Credential: IssuedCredential{
-				CredentialID: a.ResultID, AgentID: cred.AgentID, Token: tok, ExpiresAt: a.ExpiresAt, Seq: a.Seq,
-			}}
-			return nil
-		}
-		// An invited agent that is new is registered first, with the
-		// invite's spec, by an agent.registered event of its own, so that
-		// every read model knows it. Only a code that would redeem now
-		// does so; should the redeem then fail, the invite is still unspent.
-		if _, err := Decide(p, cmd, e.cfg.Now()); err != nil {
-			return err
-		}
-		if inv := p.Invites[p.InviteCodes[cmd.CodeHash]]; p.Agents[inv.Data.AgentID] == nil {
-			reg := RegisterAgent{Common: Common{Caller: Caller{Admin: true, System: true}, Idem: c.Idem}, Spec: inv.Data.Spec,
-				Provenance: Provenance{Kind: ProvenanceJoinInvite, ExternalRef: inv.Data.InviteID}}
-			if _, err := e.execute(ctx, p, reg); err != nil {
-				return err
-			}
-		}
-		seq, err := e.execute(ctx, p, cmd)
+		cmd := RedeemInvite{Common: c, CodeHash: HashSecret(code), CredentialID: cred.CredentialID, TokenHash: HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt}
+		seq, _, a, err := e.decideAppend(ctx, p, cmd)
 		if err != nil {
 			return err
 		}
-		inv := p.Invites[p.InviteCodes[HashSecret(code)]]
-		out = Redeemed{ProjectID: project, Invite: inv.Data, Credential: IssuedCredential{
-			CredentialID: id, AgentID: inv.Data.AgentID, Token: token, ExpiresAt: expires, Seq: seq,
-		}}
+		inv := p.Invites[p.InviteCodes[cmd.CodeHash]]
+		if inv == nil {
+			return Errorf(Internal, "redeemed invite is missing")
+		}
+		if a != nil {
+			// A retried redeem: the credential it issued the first time.
+			old, err := e.recalledCredential(p, a)
+			if err != nil {
+				return err
+			}
+			out = Redeemed{ProjectID: project, Invite: inv.Data, Credential: old}
+			return nil
+		}
+		cred.AgentID, cred.Seq = inv.Data.AgentID, seq
+		out = Redeemed{ProjectID: project, Invite: inv.Data, Credential: cred}
 		return nil
 	})
 	return out, err

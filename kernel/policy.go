@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"crypto/subtle"
+	"slices"
 	"time"
 )
 
@@ -58,7 +59,6 @@ func (c Caller) Actor() Actor {
 // Authenticate resolves the three-header identity (agent id and the hash of
 // the presented token) to a Caller. Hashes are compared in constant time.
 func Authenticate(p *Project, agentID, tokenHash string, now time.Time) (Caller, error) {
-	p.init()
 	var found *Credential
 	for _, c := range p.Credentials {
 		if c.AgentID == agentID && subtle.ConstantTimeCompare([]byte(c.TokenHash), []byte(tokenHash)) == 1 {
@@ -176,9 +176,10 @@ func CanReadAll(p *Project, c Caller) bool {
 	return a != nil && a.Has(GrantRead)
 }
 
-// CanReadTurn is the read policy of one Turn: the admin, a holder of the read
-// grant, its target agent and its requester read it, and so do the target and
-// requester of its root Turn (who asked for the whole tree of work).
+// CanReadTurn is the read policy of one Turn: the admin and a holder of the
+// read grant read every Turn; any other agent reads the Turns it may by
+// TurnReaders. List filters use TurnReaders too, through the projection's
+// index, so a Turn is listed for exactly the callers who may read it.
 func CanReadTurn(p *Project, c Caller, now time.Time, turnID string) error {
 	if _, err := p.check(c, now); err != nil {
 		return err
@@ -190,15 +191,46 @@ func CanReadTurn(p *Project, c Caller, now time.Time, turnID string) error {
 	if t == nil {
 		return Errorf(NotFound, "turn %s not found", turnID)
 	}
-	if involved(t, c.AgentID) {
-		return nil
+	var root *TurnDispatched
+	if r := p.Turns[t.Dispatch.RootTurnID]; r != nil && r != t {
+		root = &r.Dispatch
 	}
-	if root := p.Turns[t.Dispatch.RootTurnID]; root != nil && involved(root, c.AgentID) {
+	if slices.Contains(TurnReaders(p.ID, &t.Dispatch, root), c.AgentID) {
 		return nil
 	}
 	return Errorf(Forbidden, "agent %s may not read turn %s", c.AgentID, turnID)
 }
 
+// Involved returns the agents of the project that a Turn's dispatch names:
+// its target and its requester, without repeats. Their feeds carry the
+// Turn's events, and they may stop and resume it.
+func Involved(project string, d *TurnDispatched) []string {
+	var out []string
+	for _, a := range []AgentRef{d.TargetAgent, d.RequestedBy} {
+		if a.AgentID == "" || (a.ProjectID != "" && project != "" && a.ProjectID != project) || slices.Contains(out, a.AgentID) {
+			continue
+		}
+		out = append(out, a.AgentID)
+	}
+	return out
+}
+
+// TurnReaders returns the agents that may read a Turn without the read
+// grant: the agents involved in it and, for a Turn under a root (root is the
+// root Turn's dispatch, nil for a root Turn), the agents involved in its
+// root, who asked for the whole tree of work. It is fixed at dispatch.
+func TurnReaders(project string, d, root *TurnDispatched) []string {
+	out := Involved(project, d)
+	if root != nil {
+		for _, a := range Involved(project, root) {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
 func involved(t *Turn, agentID string) bool {
-	return t.Dispatch.TargetAgent.AgentID == agentID || t.Dispatch.RequestedBy.AgentID == agentID
+	return slices.Contains(Involved("", &t.Dispatch), agentID)
 }

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 )
@@ -198,5 +199,28 @@ func TestGrantsGuardCommands(t *testing.T) {
 		if _, err := Decide(p, tc.cmd(Caller{Admin: true}), now); err != nil {
 			t.Errorf("%s by the admin = %v, want allowed", tc.name, err)
 		}
+	}
+}
+
+func TestInvolvedAndTurnReaders(t *testing.T) {
+	ref := func(p, a string) AgentRef { return AgentRef{ProjectID: p, AgentID: a} }
+	d := &TurnDispatched{TargetAgent: ref("p1", "alice"), RequestedBy: ref("p2", "bob")}
+	if got, want := Involved("p1", d), []string{"alice"}; !slices.Equal(got, want) {
+		t.Errorf("Involved(p1, alice <- p2/bob) = %v, want %v", got, want)
+	}
+	d.RequestedBy.ProjectID = "p1"
+	if got, want := Involved("p1", d), []string{"alice", "bob"}; !slices.Equal(got, want) {
+		t.Errorf("Involved(p1, alice <- bob) = %v, want %v", got, want)
+	}
+	self := &TurnDispatched{TargetAgent: ref("p1", "alice"), RequestedBy: ref("p1", "alice")}
+	if got, want := Involved("p1", self), []string{"alice"}; !slices.Equal(got, want) {
+		t.Errorf("Involved(p1, alice <- alice) = %v, want %v", got, want)
+	}
+	child := &TurnDispatched{TargetAgent: ref("p1", "carol"), RequestedBy: ref("p1", "bob")}
+	if got, want := TurnReaders("p1", child, d), []string{"carol", "bob", "alice"}; !slices.Equal(got, want) {
+		t.Errorf("TurnReaders(child carol <- bob, root alice <- bob) = %v, want %v", got, want)
+	}
+	if got, want := TurnReaders("p1", child, nil), []string{"carol", "bob"}; !slices.Equal(got, want) {
+		t.Errorf("TurnReaders(root carol <- bob) = %v, want %v", got, want)
 	}
 }

@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"sort"
-	"time"
 )
 
 // Turn states. The table of transitions is in the package doc; Decide is the
@@ -43,64 +42,10 @@ type queued struct {
 	turnID string
 }
 
-// Agent is the write model of one agent.
-type Agent struct {
-	Spec         AgentSpec
-	Drained      bool
-	ActiveClaims int
-	LastSeen     time.Time
-}
-
-// Admitting reports whether the agent takes new Turns.
-func (a *Agent) Admitting() bool { return a.Spec.Enabled && a.Spec.AcceptsWork && !a.Drained }
-
-// Has reports whether the agent's spec carries the grant.
-func (a *Agent) Has(grant string) bool {
-	for _, g := range a.Spec.Grants {
-		if g == grant {
-			return true
-		}
-	}
-	return false
-}
-
-// Credential is the write model of one credential.
-type Credential struct {
-	ID        string
-	AgentID   string
-	TokenHash string
-	IssuedAt  time.Time
-	ExpiresAt time.Time
-	Revoked   bool
-}
-
-// Active reports whether the credential may authenticate at now.
-func (c *Credential) Active(now time.Time) bool { return !c.Revoked && now.Before(c.ExpiresAt) }
-
 // Invite is the write model of one join invite.
 type Invite struct {
 	Data     InviteCreated
 	Redeemed int
-}
-
-// Turn is the write model of one Turn.
-type Turn struct {
-	ID            string
-	Order         uint64 // ledger_seq of its dispatch
-	Dispatch      TurnDispatched
-	State         string
-	Outcome       string
-	StopRequested bool
-	Claim         *Claim
-	TurnSeq       uint64 // last turn_seq given to a record
-}
-
-// Claim is a live lease on a Turn.
-type Claim struct {
-	ID        string
-	AgentID   string
-	TokenHash string
-	ExpiresAt time.Time
 }
 
 // NewProject returns an empty project.
@@ -132,42 +77,25 @@ func Evolve(p *Project, r Recorded) {
 	if r.Seq > p.Seq {
 		p.Seq = r.Seq
 	}
+	if id, ok := AgentOf(e); ok {
+		if a := EvolveAgent(p.Agents[id], r); a != nil {
+			p.Agents[id] = a
+		}
+	}
+	if id, ok := CredentialOf(e); ok {
+		if c := EvolveCredential(p.Credentials[id], r); c != nil {
+			p.Credentials[id] = c
+		}
+	}
 	if e.Actor.Kind == ActorAgent {
 		if a := p.Agents[e.Actor.AgentID]; a != nil && e.At.After(a.LastSeen) {
 			a.LastSeen = e.At
 		}
 	}
 	switch d := e.Data.(type) {
-	case *AgentRegistered:
-		a := p.Agents[d.Spec.AgentID]
-		if a == nil {
-			a = &Agent{}
-			p.Agents[d.Spec.AgentID] = a
-		}
-		a.Spec = d.Spec
-	case *AgentDrained:
-		if a := p.Agents[e.ID]; a != nil {
-			a.Drained = true
-		}
-	case *AgentResumed:
-		if a := p.Agents[e.ID]; a != nil {
-			a.Drained = false
-		}
 	case *AgentHeartbeat:
 		if a := p.Agents[e.ID]; a != nil && e.At.After(a.LastSeen) {
 			a.LastSeen = e.At
-		}
-	case *AgentMetadataReplaced:
-		if a := p.Agents[e.ID]; a != nil {
-			a.Spec.PublicMetadata = d.PublicMetadata
-		}
-	case *AgentWorkMemoryReported:
-		// Reports live in the feeds; the write model needs nothing of them.
-	case *CredentialIssued:
-		p.Credentials[d.CredentialID] = &Credential{ID: d.CredentialID, AgentID: d.AgentID, TokenHash: d.TokenHash, IssuedAt: e.At, ExpiresAt: d.ExpiresAt}
-	case *CredentialRevoked:
-		if c := p.Credentials[d.CredentialID]; c != nil {
-			c.Revoked = true
 		}
 	case *InviteCreated:
 		p.Invites[d.InviteID] = &Invite{Data: *d}
@@ -175,88 +103,11 @@ func Evolve(p *Project, r Recorded) {
 	case *InviteRedeemed:
 		if inv := p.Invites[d.InviteID]; inv != nil {
 			inv.Redeemed++
-			if _, ok := p.Agents[d.AgentID]; !ok {
-				p.Agents[d.AgentID] = &Agent{Spec: inv.Data.Spec}
-			}
 		}
-		p.Credentials[d.CredentialID] = &Credential{ID: d.CredentialID, AgentID: d.AgentID, TokenHash: d.TokenHash, IssuedAt: e.At, ExpiresAt: d.ExpiresAt}
-	case *TurnDispatched:
-		t := &Turn{ID: e.ID, Order: r.Seq, Dispatch: *d, State: StateQueued}
-		p.Turns[e.ID] = t
-		if d.DispatchKey != "" {
-			p.DispatchKeys[DispatchKeyOf(d.RequestedBy.AgentID, d.DispatchKey)] = e.ID
-		}
-		p.enqueue(t)
-	case *TurnClaimed:
-		t := p.Turns[e.ID]
-		if t == nil {
-			return
-		}
-		p.dequeue(t)
-		t.State = StateClaimed
-		t.Claim = &Claim{ID: d.ClaimID, AgentID: d.AgentID, TokenHash: d.TokenHash, ExpiresAt: d.ExpiresAt}
-		if a := p.Agents[d.AgentID]; a != nil {
-			a.ActiveClaims++
-		}
-	case *TurnClaimRenewed:
-		if t := p.Turns[e.ID]; t != nil && t.Claim != nil {
-			t.Claim.ExpiresAt = d.ExpiresAt
-		}
-	case *TurnRecordAppended:
-		if t := p.Turns[e.ID]; t != nil && d.TurnSeq > t.TurnSeq {
-			t.TurnSeq = d.TurnSeq
-		}
-	case *TurnSuspended:
-		if t := p.Turns[e.ID]; t != nil {
-			p.release(t)
-			t.State = StateSuspended
-		}
-	case *TurnResumed:
-		if t := p.Turns[e.ID]; t != nil {
-			t.State = StateQueued
-			p.enqueue(t)
-		}
-	case *TurnFinished:
-		if t := p.Turns[e.ID]; t != nil {
-			p.release(t)
-			t.State, t.Outcome = StateFinished, d.Outcome
-			if d.TurnSeq > t.TurnSeq {
-				t.TurnSeq = d.TurnSeq
-			}
-		}
-	case *TurnStopRequested:
-		if t := p.Turns[e.ID]; t != nil {
-			t.StopRequested = true
-		}
-	case *TurnStopped:
-		if t := p.Turns[e.ID]; t != nil {
-			p.dequeue(t)
-			p.release(t)
-			t.StopRequested = true
-			t.State, t.Outcome = StateFinished, OutcomeStopped
-		}
-	case *TurnClaimExpired:
-		if t := p.Turns[e.ID]; t != nil {
-			p.release(t)
-			if d.Stopped {
-				t.State, t.Outcome = StateFinished, OutcomeStopped
-			} else {
-				t.State = StateQueued
-				p.enqueue(t)
-			}
-		}
+	case *TurnDispatched, *TurnClaimed, *TurnClaimRenewed, *TurnRecordAppended, *TurnSuspended, *TurnResumed,
+		*TurnFinished, *TurnStopRequested, *TurnStopped, *TurnClaimExpired:
+		p.evolveTurn(r)
 	}
-}
-
-// release drops the Turn's claim, if any, and frees the agent's capacity.
-func (p *Project) release(t *Turn) {
-	if t.Claim == nil {
-		return
-	}
-	if a := p.Agents[t.Claim.AgentID]; a != nil && a.ActiveClaims > 0 {
-		a.ActiveClaims--
-	}
-	t.Claim = nil
 }
 
 func (p *Project) enqueue(t *Turn) {

@@ -37,8 +37,8 @@ func isObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }
 
-// isNull reports whether raw is absent or JSON null.
-func isNull(raw json.RawMessage) bool {
+// IsNull reports whether raw is absent or JSON null.
+func IsNull(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) == 0 || string(raw) == "null"
 }
@@ -74,7 +74,7 @@ func validateCommon(c Common) error {
 		if err := textField("meta.reason", m.Reason, MaxTextLen, false); err != nil {
 			return err
 		}
-		if !isNull(m.Annotations) {
+		if !IsNull(m.Annotations) {
 			if err := objectField("meta.annotations", m.Annotations, MaxMetadataBytes); err != nil {
 				return err
 			}
@@ -112,14 +112,14 @@ func validateSpec(s AgentSpec) error {
 	if len(s.Capabilities) > MaxListItems || len(s.Grants) > MaxListItems {
 		return invalid("spec.capabilities and spec.grants hold at most %d items", MaxListItems)
 	}
-	for _, c := range s.Capabilities {
+	for i, c := range s.Capabilities {
 		if !ValidName(c) {
-			return invalid("capability %q must be a name of 1 to 128 characters without spaces", c)
+			return invalid("spec.capabilities[%d] %q must be a name of 1 to 128 characters without spaces", i, c)
 		}
 	}
-	for _, g := range s.Grants {
+	for i, g := range s.Grants {
 		if !knownGrant(g) {
-			return invalid("unknown grant %q (known grants: %v)", g, Grants)
+			return invalid("spec.grants[%d] %q is not a known grant (known grants: %v)", i, g, Grants)
 		}
 	}
 	if err := objectField("spec.public_metadata", s.PublicMetadata, MaxMetadataBytes); err != nil {

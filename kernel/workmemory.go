@@ -70,7 +70,7 @@ func checkReport(r WorkMemoryReport, project, agent string) error {
 			return invalid("records[%d].source_refs is required (an array)", i)
 		}
 	}
-	if !isNull(r.FinalPayload) && !isObject(r.FinalPayload) {
+	if !IsNull(r.FinalPayload) && !isObject(r.FinalPayload) {
 		return invalid("final_payload must be a JSON object or null")
 	}
 	return nil

@@ -43,9 +43,11 @@ type Config struct {
 	// Prefix is the first subject token: events go to
 	// "<prefix>.<project>.<aggregate>.<id>". Default "tl".
 	Prefix string
-	// Storage of the stream. Default FileStorage.
+	// Storage of the stream, used when Open creates it. Default FileStorage.
 	Storage Storage
-	// Replicas of the stream, 1 to 5. Default 1.
+	// Replicas of the stream, 1 to 5, used when Open creates the stream.
+	// An existing stream is never changed: Store.Status reports its own.
+	// Default 1.
 	Replicas int
 	// DuplicateWindow is the stream's duplicate-tracking window. Default 2m.
 	DuplicateWindow time.Duration
@@ -57,6 +59,16 @@ type Config struct {
 	// StreamConflictRetries bounds the internal retries of Append in
 	// ExpectStream mode when another project moved the stream head. Default 64.
 	StreamConflictRetries int
+	// AttemptTimeout bounds one request to JetStream (a publish, a message
+	// get, a stream info). A stream without a leader does not answer at
+	// all, so a short bound lets the Store ask again soon. Default 1s.
+	AttemptTimeout time.Duration
+	// RetryFor bounds how long the Store keeps asking while JetStream is
+	// unavailable (a leader election, a lost leader, a reconnect) before it
+	// gives up with a kernel.Unavailable error. Default 15s: a graceful
+	// leader hand-off takes well under a second, an election after a crashed
+	// leader 4 to 9 seconds in nats-server 2.15.
+	RetryFor time.Duration
 }
 
 // DefaultConfig returns the configuration serve uses.
@@ -70,6 +82,8 @@ func DefaultConfig() Config {
 		Expect:                ExpectAuto,
 		BatchSize:             1000,
 		StreamConflictRetries: 64,
+		AttemptTimeout:        time.Second,
+		RetryFor:              15 * time.Second,
 	}
 }
 
@@ -106,6 +120,9 @@ func (c Config) Validate() error {
 	}
 	if c.StreamConflictRetries < 0 {
 		errs = append(errs, fmt.Errorf("ledger: stream conflict retries %d must not be negative", c.StreamConflictRetries))
+	}
+	if c.AttemptTimeout <= 0 || c.RetryFor < c.AttemptTimeout {
+		errs = append(errs, fmt.Errorf("ledger: attempt timeout %v must be positive and at most the retry bound %v", c.AttemptTimeout, c.RetryFor))
 	}
 	return errors.Join(errs...)
 }

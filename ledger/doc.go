@@ -9,7 +9,8 @@
 // wildcard or a space is ErrInvalidID, never a new subject. The body is
 // kernel.MarshalEvent's JSON; the type, schema version and aggregate id travel
 // in the Tl-Type, Tl-Version and Tl-Id headers too, so a consumer can route
-// without decoding.
+// without decoding. Tl-Nonce is random per Append (see "Clusters and
+// outages").
 //
 // The aggregate id is deliberately not a subject token, a departure from the
 // "<prefix>.<project>.turn.<turn_id>" of DESIGN.md. JetStream checks the
@@ -23,11 +24,44 @@
 // or version the kernel does not know, or that sits on a subject other than
 // its own, is an error: nothing is ever skipped.
 //
-// The stream (default "TURNLEDGER", subjects "<prefix>.>") is created or
-// updated by Open with limits retention and no limits, DenyDelete and
-// DenyPurge (the ledger is append-only) and AllowDirect off (direct get puts
-// the subject in the request subject, where the wildcard of LastSeq cannot
-// go).
+// The stream (default "TURNLEDGER", subjects "<prefix>.>") is created by
+// Open when there is none, with Config's storage and replicas, limits
+// retention and no limits, DenyDelete and DenyPurge (the ledger is
+// append-only) and AllowDirect off (direct get puts the subject in the
+// request subject, where the wildcard of LastSeq cannot go). An existing
+// stream is never changed: its replicas and storage are whatever its maker
+// chose (Status reports them). Open refuses one the ledger cannot work on,
+// saying what to change: subjects that do not take "<prefix>.>", a retention
+// other than limits, limits that would drop events (max age, max messages
+// per subject, or max messages or bytes with discard old), direct get, a
+// mirror, a sealed stream.
+//
+// # Clusters and outages
+//
+// On a NATS cluster the stream has the replicas asked for when it is made (3
+// on 3 servers). While a replicated stream is between leaders (an election
+// after its leader's server stopped or crashed) or the connection is between
+// servers, JetStream answers nothing, "no responders", or "temporarily
+// unavailable". Every request of the Store to JetStream (publish, message
+// get, stream info) is bounded by Config.AttemptTimeout (1s) and asked again
+// while it fails that way, for up to Config.RetryFor (15s) in all; then the
+// Store gives up with a kernel.Unavailable error (503 with Retry-After to a
+// client). A leader that hands over on shutdown is replaced within a second;
+// after a crash the followers wait 4 to 9 seconds (nats-server 2.15's
+// election timeout) before they elect one.
+//
+// A publish that timed out may have been stored. Retrying it cannot store it
+// twice, since every attempt carries the same expectation, which a stored
+// copy breaks; and once an attempt has gone unanswered, a later refusal is
+// checked against the project's first event after the expected one: if that
+// is this very message (same subject, Tl-Nonce and bytes), the append
+// succeeded.
+// A first refusal is reported as a conflict at once (a writer that lost a
+// race should catch up without an extra round trip); when the engine comes
+// back with the same expectation, having found nothing new, and still no
+// event after it can be read while the project is where expected, the
+// refusal counts a proposal not yet committed (after a leader change,
+// perhaps our own) and the Store asks again rather than report a conflict.
 //
 // # Optimistic concurrency
 //
@@ -83,8 +117,7 @@
 // Head is one stream info. ReadProject first calls LastSeq and returns at once
 // when nothing is newer than after; it gets up to four events one by one (a
 // catch-up after a conflict is usually one or two), then reads the rest with
-// an ordered consumer filtered on the project and starting at the next
-// sequence, and stops at the last ledger_seq LastSeq gave: it never waits on a
+// a consumer filtered on the project and starting at the next sequence, and stops at the last ledger_seq LastSeq gave: it never waits on a
 // timeout. ReadAll (for the replay tool) reads the whole stream up to the head
 // at call time and hands that head to fn for progress. Follow reads the whole
 // stream from a sequence on and keeps following, handing fn batches of as many
@@ -94,7 +127,17 @@
 // to GOMAXPROCS goroutines (decoding the kernel's JSON is most of a read's
 // cost) and hands them to fn in order.
 //
-// Every read deletes its ordered consumer when it ends: the server counts
+// A read's consumer is what the client's ordered consumer would make (in
+// memory, one replica, no acks), but made by the Store with a short bound
+// per attempt; the read checks that consumer sequences follow each other and
+// pulls with 500 ms heartbeats. When its server goes away (two heartbeats
+// missed) or a message is skipped, the read makes a new consumer after the
+// last event it handed over, and gives up with kernel.Unavailable after
+// Config.RetryFor without progress. (The client's ordered consumer recreates
+// itself with a 10 s bound per attempt, which stalled projections for 11 s
+// when the request met a server going away.)
+//
+// Every read deletes its consumer when it ends: the server counts
 // ephemeral consumers against a limit (1000 per stream by default) until they
 // have been idle for their inactive threshold, and a busy engine would
 // otherwise exhaust it.

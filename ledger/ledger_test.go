@@ -661,11 +661,15 @@ func TestOpenTwiceAndModes(t *testing.T) {
 			t.Errorf("ServerVersion() = %q, want %q", got, want)
 		}
 	}
-	// The stream's storage cannot change under it.
+	// An existing stream is used as it is: its storage does not change.
 	cfg := ledger.DefaultConfig()
 	cfg.Storage = ledger.FileStorage
-	if _, err := ledger.Open(context.Background(), natstest.Connect(t, srv), cfg); err == nil {
-		t.Errorf("Open with file storage over a memory stream = nil, want an error")
+	s, err := ledger.Open(context.Background(), natstest.Connect(t, srv), cfg)
+	if err != nil {
+		t.Fatalf("Open with file storage over a memory stream = %v, want nil", err)
+	}
+	if st, err := s.Status(context.Background()); err != nil || st.Storage != ledger.MemoryStorage {
+		t.Errorf("Status() after Open(file) over a memory stream = %+v, %v; want memory storage", st, err)
 	}
 }
 
@@ -682,11 +686,13 @@ func TestConfigValidate(t *testing.T) {
 		Expect:                "maybe",
 		BatchSize:             0,
 		StreamConflictRetries: -1,
+		AttemptTimeout:        2 * time.Second,
+		RetryFor:              time.Second,
 	}
 	err := bad.Validate()
 	var joined interface{ Unwrap() []error }
-	if !errors.As(err, &joined) || len(joined.Unwrap()) != 8 {
-		t.Fatalf("Validate(%+v) = %v, want 8 joined problems", bad, err)
+	if !errors.As(err, &joined) || len(joined.Unwrap()) != 9 {
+		t.Fatalf("Validate(%+v) = %v, want 9 joined problems", bad, err)
 	}
 	if _, err := ledger.Open(context.Background(), nil, bad); err == nil {
 		t.Errorf("Open with a bad config = nil, want an error")

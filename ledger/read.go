@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime"
@@ -14,15 +16,22 @@ import (
 	"github.com/turnledger/turnledger/kernel"
 )
 
-// readInactive is how long the server keeps the ordered consumer of a bounded
+// readInactive is how long the server keeps the consumer of a
 // read (ReadProject, ReadAll) once nobody pulls from it. Reads delete their
 // consumer when they end; this is the backstop when the delete cannot happen
 // (the process died). Longer than any pause of a slow fn, or the server would
 // drop the consumer under the reader, which would then recreate it.
 const readInactive = time.Minute
 
+// The pull requests of reads: a short heartbeat, so that a lost consumer is
+// noticed within about a second.
+const (
+	pullExpiry    = 3 * time.Second
+	pullHeartbeat = 500 * time.Millisecond
+)
+
 // directReads is how many events ReadProject gets one by one before it sets
-// up an ordered consumer for the rest.
+// up a consumer for the rest.
 const directReads = 4
 
 // ReadProject calls fn with every event of project whose ledger_seq is
@@ -44,7 +53,12 @@ func (s *Store) ReadProject(ctx context.Context, project string, after uint64, f
 	// A catch-up after a conflict is usually an event or two: get them one by
 	// one (one round trip each) rather than set up a consumer.
 	for range directReads {
-		m, err := s.stream.GetMsg(ctx, seen+1, jetstream.WithGetMsgSubject(filter))
+		var m *jetstream.RawStreamMsg
+		err := s.retry(ctx, "read "+project, func(ctx context.Context, _ bool) error {
+			var err error
+			m, err = s.stream.GetMsg(ctx, seen+1, jetstream.WithGetMsgSubject(filter))
+			return err
+		})
 		if err != nil {
 			return seen, fmt.Errorf("ledger: read %s after ledger_seq %d: %w", project, seen, err)
 		}
@@ -113,42 +127,113 @@ type raw struct {
 // own: smaller batches are decoded on the calling goroutine.
 const minPerDecoder = 64
 
+// errLostConsumer is a read whose consumer went away with its server, or
+// skipped a message: the read starts again after the last event handed over.
+var errLostConsumer = errors.New("ledger: the stream consumer was lost")
+
 // consume reads the stream (filtered on filter, unless empty) from ledger_seq
-// after+1 with an ordered consumer and hands fn batches of decoded events. It
-// returns nil once it has handed over the event at ledger_seq until (until ==
-// 0: never; it follows until ctx is done and returns ctx.Err()).
+// after+1 and hands fn batches of decoded events. It returns nil once it has
+// handed over the event at ledger_seq until (until == 0: never; it follows
+// until ctx is done and returns ctx.Err()).
 //
-// The client's delivery goroutine only queues messages; this one takes as
-// many as are ready (up to BatchSize), decodes them on up to GOMAXPROCS
-// goroutines, and hands them to fn in order. Decoding the kernel's JSON is
-// most of a read's cost.
+// When the consumer is lost (its server went away: two missed heartbeats; or
+// a message was skipped) the read starts again with a new consumer after the
+// last event handed over. It gives up with kernel.Unavailable once it has
+// handed over nothing for Config.RetryFor.
 func (s *Store) consume(ctx context.Context, filter string, after, until uint64, inactive time.Duration, fn func([]kernel.Recorded) error) error {
+	progressAt := time.Now()
+	for {
+		last, err := s.consumeOnce(ctx, filter, after, until, inactive, fn)
+		if last > after {
+			after, progressAt = last, time.Now()
+		}
+		if !errors.Is(err, errLostConsumer) && !unavailable(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Since(progressAt) > s.cfg.RetryFor {
+			return fmt.Errorf("%w: %w", kernel.Errorf(kernel.Unavailable,
+				"the ledger's NATS JetStream delivered nothing for %v; retry later", s.cfg.RetryFor), err)
+		}
+		t := time.NewTimer(minBackoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// consumerName is a fresh name for a read's consumer: creating it again
+// after an attempt that timed out finds the same consumer, not a second one.
+func consumerName() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "tl_read_" + hex.EncodeToString(b[:])
+}
+
+// consumeOnce is one consumer's part of consume: it returns the last
+// ledger_seq handed to fn (after when none) and why it stopped.
+//
+// The consumer is ephemeral, in memory, with one replica and no acks (what
+// the client's ordered consumer makes), created with a short bound per
+// attempt; the client's own ordered consumer recreates a lost consumer with
+// a 10s bound, which stalled reads for that long when the request met a
+// server that was going away. The client's delivery goroutine only queues
+// messages; this one takes as many as are ready (up to BatchSize), decodes
+// them on up to GOMAXPROCS goroutines, and hands them to fn in order.
+// Decoding the kernel's JSON is most of a read's cost.
+func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uint64, inactive time.Duration, fn func([]kernel.Recorded) error) (uint64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ccfg := jetstream.OrderedConsumerConfig{
+	if inactive <= 0 {
+		inactive = readInactive
+	}
+	ccfg := jetstream.ConsumerConfig{
+		Name:              consumerName(),
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       after + 1,
+		AckPolicy:         jetstream.AckNonePolicy,
 		InactiveThreshold: inactive,
+		Replicas:          1,
+		MemoryStorage:     true,
 	}
 	if filter != "" {
 		ccfg.FilterSubjects = []string{filter}
 	}
-	cons, err := s.stream.OrderedConsumer(ctx, ccfg)
+	var cons jetstream.Consumer
+	err := s.retry(ctx, "create a consumer", func(ctx context.Context, _ bool) error {
+		var err error
+		cons, err = s.js.CreateConsumer(ctx, s.cfg.Stream, ccfg)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("ledger: ordered consumer: %w", err)
+		return after, fmt.Errorf("ledger: consumer: %w", err)
 	}
 	size := s.cfg.BatchSize
 	queue := make(chan raw, size)
+	lost := make(chan struct{})
 	var (
-		mu      sync.Mutex
-		lastErr error
+		mu       sync.Mutex
+		lastErr  error
+		lostOnce sync.Once
+		nextCons uint64 = 1 // the consumer sequence expected next
 	)
+	markLost := func() { lostOnce.Do(func() { close(lost) }) }
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		r := raw{subject: m.Subject(), data: m.Data()}
 		if md, err := m.Metadata(); err != nil {
 			r.err = fmt.Errorf("ledger: message metadata: %w", err)
 		} else {
 			r.seq = md.Sequence.Stream
+			if md.Sequence.Consumer != nextCons {
+				markLost() // a message was skipped: start again
+				return
+			}
+			nextCons++
 		}
 		select {
 		case queue <- r:
@@ -156,35 +241,46 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 		}
 	},
 		jetstream.PullMaxMessages(max(size, 500)),
+		// A consumer whose server went away is noticed by two missed
+		// heartbeats and made again on another server.
+		jetstream.PullExpiry(pullExpiry),
+		jetstream.PullHeartbeat(pullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			mu.Lock()
 			lastErr = err
 			mu.Unlock()
+			if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				markLost()
+			}
 		}),
 	)
 	if err != nil {
-		return fmt.Errorf("ledger: consume: %w", err)
+		s.deleteConsumer(ctx, ccfg.Name, false)
+		return after, fmt.Errorf("ledger: consume: %w", err)
 	}
+	wasLost := false
 	defer func() {
 		cancel() // unblocks the delivery goroutine first
 		cc.Stop()
-		// Ordered consumers are ephemeral, but the server counts them against
-		// its limit (1000 per stream by default) until they have been idle for
+		// The server counts ephemeral consumers against its limit (1000 per
+		// stream by default) until they have been idle for
 		// InactiveThreshold: delete this one now.
-		if info := cons.CachedInfo(); info != nil {
-			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = s.js.DeleteConsumer(dctx, s.cfg.Stream, info.Name)
-			dcancel()
-		}
+		s.deleteConsumer(ctx, ccfg.Name, !wasLost)
 	}()
 	closed := cc.Closed()
 
-	var last uint64
+	last := after
 	for {
 		var raws []raw
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return last, ctx.Err()
+		case <-lost:
+			wasLost = true
+			mu.Lock()
+			err := lastErr
+			mu.Unlock()
+			return last, fmt.Errorf("%w after ledger_seq %d (%v)", errLostConsumer, last, err)
 		case <-closed:
 			mu.Lock()
 			err := lastErr
@@ -192,18 +288,16 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 			if err == nil {
 				err = errors.New("consumer closed")
 			}
-			return fmt.Errorf("ledger: reading the stream after ledger_seq %d: %w", last, err)
+			return last, fmt.Errorf("ledger: reading the stream after ledger_seq %d: %w", last, err)
 		case r := <-queue:
 			raws = make([]raw, 0, min(size, len(queue)+1))
 			raws = append(raws, r)
-			last = r.seq
 		}
 	drain:
-		for len(raws) < size && (until == 0 || last < until) {
+		for len(raws) < size && (until == 0 || raws[len(raws)-1].seq < until) {
 			select {
 			case r := <-queue:
 				raws = append(raws, r)
-				last = r.seq
 			default:
 				break drain
 			}
@@ -213,15 +307,32 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 		batch, bad := s.decodeAll(raws)
 		if len(batch) > 0 {
 			if err := fn(batch); err != nil {
-				return err
+				return last, err
 			}
+			last = batch[len(batch)-1].Seq
 		}
 		if bad != nil {
-			return bad
+			return last, bad
 		}
 		if until != 0 && last >= until {
-			return nil
+			return last, nil
 		}
+	}
+}
+
+// deleteConsumer deletes a read's consumer, bounded, waiting for the answer
+// only when wait is set: a consumer lost with its server may not be answered
+// for, and its inactive threshold removes it anyway.
+func (s *Store) deleteConsumer(ctx context.Context, name string, wait bool) {
+	del := func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = s.js.DeleteConsumer(dctx, s.cfg.Stream, name)
+	}
+	if wait {
+		del()
+	} else {
+		go del()
 	}
 }
 

@@ -34,6 +34,7 @@ const (
 	HeaderType    = "Tl-Type"    // the event's type, e.g. "turn.claimed"
 	HeaderVersion = "Tl-Version" // the event's schema version, e.g. "1"
 	HeaderID      = "Tl-Id"      // the aggregate's id, e.g. "turn_01…"
+	HeaderNonce   = "Tl-Nonce"   // random per Append: tells a retried publish's own message from any other
 )
 
 // Server versions that matter.
@@ -54,10 +55,17 @@ type Store struct {
 
 	mu    sync.Mutex // ExpectStream mode: serializes appends, guards heads
 	heads heads
+
+	// refused is, per project, the expectation of its last append refused
+	// for a wrong last sequence (deleted on a success).
+	refused sync.Map
 }
 
-// Open creates the stream or updates its configuration, checks the server
-// version and returns a Store on nc. The caller keeps ownership of nc.
+// Open checks the server version, creates the stream if there is none (with
+// cfg's storage and replicas) and returns a Store on nc. An existing stream
+// is used as it is, never changed; one that the ledger cannot work on
+// (events could be dropped, or the subjects are not covered) is refused with
+// an error that says what to change. The caller keeps ownership of nc.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -74,25 +82,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
-	storage := jetstream.FileStorage
-	if cfg.Storage == MemoryStorage {
-		storage = jetstream.MemoryStorage
-	}
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        cfg.Stream,
-		Description: "turnledger events",
-		Subjects:    []string{cfg.Prefix + ".>"},
-		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardNew, // never drop an event silently, should limits ever be set
-		Storage:     storage,
-		Replicas:    cfg.Replicas,
-		Duplicates:  cfg.DuplicateWindow,
-		DenyDelete:  true, // the ledger is append-only
-		DenyPurge:   true,
-		AllowDirect: false, // direct get cannot take a wildcard last-by-subject; LastSeq needs it
-	})
+	st, err := openStream(ctx, js, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: create or update stream %s: %w", cfg.Stream, err)
+		return nil, err
 	}
 	return &Store{cfg: cfg, mode: mode, version: version, js: js, stream: st, nc: nc}, nil
 }
@@ -221,19 +213,20 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 			HeaderType:    []string{e.Type},
 			HeaderVersion: []string{strconv.Itoa(e.V)},
 			HeaderID:      []string{e.ID},
+			HeaderNonce:   []string{nonce()},
 		},
 	}
 	if s.mode == ExpectProject {
-		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(expectLast, s.projectFilter(project)))
+		seq, err := s.publish(ctx, project, expectLast, msg, true, jetstream.WithExpectLastSequenceForSubject(expectLast, s.projectFilter(project)))
 		if err != nil {
 			if isWrongLastSeq(err) {
 				return 0, conflict(project, expectLast)
 			}
 			// A full or failing disk, a lost leader, a timeout: an outage
 			// the client may retry (with its Idempotency-Key), not a bug.
-			return 0, fmt.Errorf("ledger: append to %s: %w: %w", project, kernel.ErrUnavailable, err)
+			return 0, unavailableAppend(project, err)
 		}
-		return ack.Sequence, nil
+		return seq, nil
 	}
 	return s.appendStreamWide(ctx, project, expectLast, msg)
 }
@@ -288,16 +281,17 @@ func (s *Store) appendStreamWide(ctx context.Context, project string, expectLast
 			// writes the server keeps one and reports the other a duplicate.
 			opts = append(opts, jetstream.WithMsgID(s.firstMsgID()))
 		}
-		ack, err := s.js.PublishMsg(ctx, msg, opts...)
-		if err == nil && ack.Duplicate {
+		seq, err := s.publish(ctx, project, expectLast, msg, false, opts...)
+		if errors.Is(err, errDuplicate) {
+			s.heads.forget()
 			return 0, conflict(project, expectLast)
 		}
 		if err == nil {
-			s.heads.learn(ack.Sequence, project, ack.Sequence)
-			return ack.Sequence, nil
+			s.heads.learn(seq, project, seq)
+			return seq, nil
 		}
 		if !isWrongLastSeq(err) {
-			return 0, fmt.Errorf("ledger: append to %s: %w", project, err)
+			return 0, unavailableAppend(project, err)
 		}
 		// Another process wrote: what we knew is stale.
 		s.heads.forget()
@@ -371,7 +365,12 @@ func (s *Store) LastSeq(ctx context.Context, project string) (uint64, error) {
 	if err := checkProject(project); err != nil {
 		return 0, err
 	}
-	m, err := s.stream.GetLastMsgForSubject(ctx, s.projectFilter(project))
+	var m *jetstream.RawStreamMsg
+	err := s.retry(ctx, "last seq of "+project, func(ctx context.Context, _ bool) error {
+		var err error
+		m, err = s.stream.GetLastMsgForSubject(ctx, s.projectFilter(project))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
@@ -383,9 +382,20 @@ func (s *Store) LastSeq(ctx context.Context, project string) (uint64, error) {
 
 // Head returns the last ledger_seq of the whole stream, 0 when it is empty.
 func (s *Store) Head(ctx context.Context) (uint64, error) {
-	info, err := s.stream.Info(ctx)
+	info, err := s.info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("ledger: stream info: %w", err)
+		return 0, err
 	}
 	return info.State.LastSeq, nil
+}
+
+// unavailableAppend makes a failed append a kernel.Unavailable error (503
+// with Retry-After), unless it is one already (retry gave up): the change may
+// or may not be stored, and a retry with the same Idempotency-Key is safe.
+func unavailableAppend(project string, err error) error {
+	if kernel.ErrorKind(err) == kernel.Unavailable {
+		return err
+	}
+	return fmt.Errorf("%w: %w", kernel.Errorf(kernel.Unavailable,
+		"the ledger cannot take the change to %s right now (storage full or failing, or the server is not answering); retry later with the same Idempotency-Key", project), err)
 }

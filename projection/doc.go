@@ -2,6 +2,18 @@
 // folded from the ledger's event stream, and the page and feed queries the
 // HTTP API serves from them. It imports only kernel and bbolt.
 //
+// The projections hold no rule of the domain. A Turn, an agent and a
+// credential are folded by the kernel's own state machines
+// ([kernel.EvolveTurn], [kernel.EvolveAgent], [kernel.EvolveCredential]),
+// and the views are those states shaped for readers; who may read a Turn is
+// [kernel.TurnReaders]. This package adds the indexes, pages and feeds.
+//
+// The files: fold.go applies a batch (the folder and its per-event
+// dispatch), fold_turn.go the Turns and their indexes, fold_agent.go the
+// agents and credentials, feeditem.go the feed encoding with its secret
+// stripping, bucket.go the JSON and counter helpers of buckets, query.go the
+// pages.
+//
 // # Applying events and the checkpoint
 //
 // [Store.Apply] folds a batch of [kernel.Recorded] events in ledger order
@@ -55,19 +67,19 @@
 //	feed               (project, ledger_seq)              → FeedItem JSON, secrets stripped
 //	turn_feed          (project, turn, ledger_seq)        → empty: points into feed
 //	agent_feed         (project, agent, ledger_seq)       → empty: points into feed
-//	turns              (project, turn)                    → Turn snapshot and its dispatch_seq
+//	turns              (project, turn)                    → kernel.Turn JSON (no claim hash) and its readers
 //	turns_by_dispatch  (project, dispatch_seq)            → turn id
 //	turns_by_target    (project, target, dispatch_seq)    → turn id
-//	turns_by_agent     (project, agent, dispatch_seq)     → turn id (agent: target or requester)
+//	turns_by_agent     (project, agent, dispatch_seq)     → turn id (agent: one of kernel.TurnReaders)
 //	turns_by_state     (project, state, dispatch_seq)     → turn id
 //	turn_children      (project, parent, dispatch_seq)    → child turn id
 //	context            (project, turn, turn_seq)          → ContextItem JSON
-//	agents             (project, agent)                   → agent record JSON
+//	agents             (project, agent)                   → kernel.Agent JSON
 //	agent_seen         (project, agent)                   → last seen, Unix ns
 //	agent_claims       (project, agent)                   → Turns the agent holds a claim on
 //	queued             (project, agent, turn_kind)        → queued Turns of that kind for it
 //	offers             (project, capability, agent)       → empty
-//	credentials        (project, agent, credential)       → credential record JSON, no hash
+//	credentials        (project, agent, credential)       → kernel.Credential JSON, no hash
 //
 // dispatch_seq is the ledger_seq of a Turn's turn.dispatched; counters and
 // sequences are 8 bytes big-endian, and a counter at zero is deleted.
@@ -76,8 +88,9 @@
 // (plus one point read per item for the Turn and agent feeds), whatever the
 // ledger's length; so is a page of semantic context (after_turn_seq). The
 // Turn list walks the target-agent index when target_agent_id is given, else
-// the involved-agent index when VisibleTo is set (an agent's read policy:
-// Turns it is the target or the requester of, in its own project), else the
+// the readers index when VisibleTo is set (the agent's read policy,
+// kernel.TurnReaders: Turns it is the target or the requester of, and every
+// Turn under a root Turn it is the target or requester of), else the
 // state index when state is given, else the dispatch index, and filters the
 // rest while walking, from the cursor AfterSeq (a dispatch ledger_seq). A page
 // examines at most 10 × limit + 100 Turns, so it costs O(limit) however many a
@@ -87,7 +100,8 @@
 //
 // # Read models
 //
-// Turn states are queued, claimed, suspended and finished:
+// Turn states are queued, claimed, suspended and finished; the transitions
+// are kernel.EvolveTurn's (summarised here, the kernel's doc has the table):
 //
 //	turn.dispatched       → queued
 //	turn.claimed          → claimed (claim set, attempts + 1)
@@ -107,7 +121,8 @@
 // authority shows mode, request_id and parent_turn_id, never the parent claim.
 // final_record_role is null until the Turn is finished.
 //
-// Agents: agent.registered creates the entry (or replaces its spec, keeping
+// Agents (kernel.EvolveAgent): agent.registered, or a registration carried
+// by a bootstrap's credential.issued or an invite.redeemed, creates the entry (or replaces its spec, keeping
 // drained, registered_at and last seen); drained and resumed set drained;
 // public_metadata_replaced replaces the metadata. last_seen_at is the latest
 // at of an agent.heartbeat of the agent or of any event whose actor is the
@@ -127,8 +142,9 @@
 // (turn_kind, agent_id); enabled_only and accepts_work_only filter as for
 // agents, so a drained or disabled agent's offers are shown unless filtered.
 //
-// Credentials come from credential.issued (via "issue" unless the event says
-// otherwise) and invite.redeemed (via "join"); credential.revoked revokes.
+// Credentials (kernel.EvolveCredential) come from credential.issued (via
+// "issue" unless the event says otherwise) and invite.redeemed (via "join");
+// credential.revoked revokes.
 // The status is "revoked" when revoked, else "expired" when now is at or
 // after expires_at, else "active". The token hash is never stored here.
 //
@@ -153,7 +169,9 @@
 // # Limits
 //
 // Callers validate limit as 1..MaxLimit (500); the queries clamp to that
-// range too. Context, TurnFeed and Lineage answer ErrNotFound for an unknown
+// range too. Feed and context pages also stop at MaxPageBytes (4 MiB) of
+// stored items, with has_more set; a page always holds at least one item.
+// Context, TurnFeed and Lineage answer ErrNotFound for an unknown
 // Turn; AgentFeed and Credentials for an unregistered agent. Events of an
 // unknown Turn or agent, and event types no read model uses, are kept in the
 // feeds and change no model.

@@ -9,7 +9,29 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/turnledger/turnledger/kernel"
 )
+
+// MaxPageBytes bounds the stored size of the items of one feed or context
+// page: a page stops before the item that would take it past this many bytes
+// (it always holds at least one item, so every item can be read), and says
+// has_more. With limit=500 and large events a page would otherwise grow to
+// tens of megabytes, held in memory once per reader.
+const MaxPageBytes = 4 << 20
+
+// pageBudget counts the bytes of a page's items against MaxPageBytes.
+type pageBudget struct{ used, items int }
+
+// full reports whether an item of n bytes no longer fits; otherwise it counts it.
+func (b *pageBudget) full(n int) bool {
+	if b.items > 0 && b.used+n > MaxPageBytes {
+		return true
+	}
+	b.used += n
+	b.items++
+	return false
+}
 
 func clampLimit(limit int) int {
 	return min(max(limit, 1), MaxLimit)
@@ -32,9 +54,7 @@ func loadTurn(b *bolt.Bucket, project, turnID string) (turnRecord, error) {
 	if err == nil && !found {
 		err = ErrNotFound
 	}
-	if isNull(rec.View.FinalPayload) {
-		rec.View.FinalPayload = nil // JSON null reads back as "null"
-	}
+	rec.View = turnView(project, &rec.Turn)
 	return rec, err
 }
 
@@ -53,8 +73,9 @@ func (s *Store) Context(project, turnID string, afterTurnSeq uint64, limit int) 
 		}
 		prefix := key(project, turnID)
 		c := tx.Bucket(bktContext).Cursor()
+		var budget pageBudget
 		for k, v := c.Seek(seqKey(afterTurnSeq+1, project, turnID)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if len(page.Items) == limit {
+			if len(page.Items) == limit || budget.full(len(v)) {
 				page.HasMore = true
 				break
 			}
@@ -120,7 +141,7 @@ func (s *Store) TurnsPage(project string, f TurnFilter, limit int) (TurnsPage, e
 			if err != nil {
 				return err
 			}
-			if f.match(rec.View) {
+			if f.match(rec) {
 				pg.Items = append(pg.Items, rec.View)
 			}
 		}
@@ -132,14 +153,15 @@ func (s *Store) TurnsPage(project string, f TurnFilter, limit int) (TurnsPage, e
 // scanBudget is how many Turns a page examines at most.
 func scanBudget(limit int) int { return 10*limit + 100 }
 
-func (f TurnFilter) match(v TurnView) bool {
+func (f TurnFilter) match(rec turnRecord) bool {
+	v := rec.View
 	switch {
 	case f.TargetAgentID != "" && v.TargetAgent.AgentID != f.TargetAgentID,
 		f.TurnKind != "" && v.TurnKind != f.TurnKind,
 		f.State != "" && v.State != f.State,
 		f.Outcome != "" && (v.Outcome == nil || *v.Outcome != f.Outcome),
 		f.StopRequestedOnly && !v.StopRequested,
-		f.VisibleTo != "" && !slices.Contains(involved(v), f.VisibleTo):
+		f.VisibleTo != "" && !slices.Contains(rec.Readers, f.VisibleTo):
 		return false
 	}
 	return true
@@ -249,6 +271,7 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 			fk = key(project)
 		}
 		pk := len(fk)
+		var budget pageBudget
 		for k, v := c.Seek(seqKey(after+1, parts...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if len(page.Items) == limit {
 				page.HasMore = true
@@ -258,6 +281,10 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 			if index != nil {
 				fk = appendSeq(fk[:pk], seq)
 				v = feed.Get(fk)
+			}
+			if budget.full(len(v)) {
+				page.HasMore = true
+				break
 			}
 			page.Items = append(page.Items, FeedItem{})
 			if err := dec.decode(v, &page.Items[len(page.Items)-1]); err != nil {
@@ -282,47 +309,15 @@ func (s *Store) agentReader(tx *bolt.Tx, now time.Time) agentReader {
 }
 
 func (r agentReader) get(project, agentID string) (AgentView, error) {
-	var rec agentRecord
-	found, err := getJSON(r.agents, key(project, agentID), &rec)
+	var a kernel.Agent
+	found, err := getJSON(r.agents, key(project, agentID), &a)
 	if err != nil {
 		return AgentView{}, err
 	}
 	if !found {
 		return AgentView{}, ErrNotFound
 	}
-	return r.view(rec), nil
-}
-
-func (r agentReader) view(rec agentRecord) AgentView {
-	v := AgentView{
-		ProjectID: rec.ProjectID, AgentID: rec.AgentID, Role: rec.Role, Description: rec.Description,
-		Enabled: rec.Enabled, AcceptsWork: rec.AcceptsWork, Drained: rec.Drained,
-		Admitting: rec.Enabled && rec.AcceptsWork && !rec.Drained,
-		Capacity:  rec.Capacity, Capabilities: rec.Capabilities, Grants: rec.Grants,
-		PublicMetadata: rec.PublicMetadata, Provenance: rec.Provenance,
-		RegisteredAt: rec.RegisteredAt, UpdatedAt: rec.UpdatedAt, LedgerSeq: rec.LedgerSeq,
-		Presence: PresenceNever,
-	}
-	if v.Capabilities == nil {
-		v.Capabilities = []string{}
-	}
-	if v.Grants == nil {
-		v.Grants = []string{}
-	}
-	if isNull(v.PublicMetadata) {
-		v.PublicMetadata = json.RawMessage("{}")
-	}
-	v.ActiveClaims = int(getU64(r.claims.Get(key(rec.ProjectID, rec.AgentID))))
-	v.FreeCapacity = max(0, v.Capacity-v.ActiveClaims)
-	if b := r.seen.Get(key(rec.ProjectID, rec.AgentID)); b != nil {
-		t := time.Unix(0, int64(getU64(b))).UTC()
-		v.LastSeenAt = &t
-		v.Presence = PresenceOffline
-		if r.now.Sub(t) < r.window {
-			v.Presence = PresenceOnline
-		}
-	}
-	return v
+	return r.view(project, &a), nil
 }
 
 // Agent returns the truth snapshot of an agent, or ErrNotFound.
@@ -358,11 +353,11 @@ func (s *Store) Agents(project string, f AgentFilter, limit int, now time.Time) 
 		prefix := key(project)
 		c := r.agents.Cursor()
 		for k, b := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, b = c.Next() {
-			var rec agentRecord
-			if err := json.Unmarshal(b, &rec); err != nil {
+			var a kernel.Agent
+			if err := json.Unmarshal(b, &a); err != nil {
 				return err
 			}
-			if v := r.view(rec); f.match(v) {
+			if v := r.view(project, &a); f.match(v) {
 				out = append(out, v)
 			}
 		}
@@ -375,7 +370,7 @@ func (f AgentFilter) match(v AgentView) bool {
 	switch {
 	case f.AgentID != "" && v.AgentID != f.AgentID,
 		f.EnabledOnly && !v.Enabled,
-		f.AcceptsWorkOnly && !(v.AcceptsWork && !v.Drained),
+		f.AcceptsWorkOnly && !kernel.AcceptingWork(v.AcceptsWork, v.Drained),
 		f.Role != "" && v.Role != f.Role,
 		f.Capability != "" && !slices.Contains(v.Capabilities, f.Capability):
 		return false
@@ -417,7 +412,7 @@ func (s *Store) TurnOffers(project string, f OfferFilter, limit int, now time.Ti
 				}
 				agents[agentID] = v
 			}
-			if f.EnabledOnly && !v.Enabled || f.AcceptsWorkOnly && !(v.AcceptsWork && !v.Drained) {
+			if f.EnabledOnly && !v.Enabled || f.AcceptsWorkOnly && !kernel.AcceptingWork(v.AcceptsWork, v.Drained) {
 				continue
 			}
 			out = append(out, TurnOffer{
@@ -460,7 +455,7 @@ func splitKey(k []byte) []string {
 // status at now. ErrNotFound when the agent is not registered.
 func (s *Store) Credentials(project, agentID string, now time.Time) ([]CredentialView, error) {
 	out := []CredentialView{}
-	var recs []credRecord
+	var recs []kernel.Credential
 	err := s.view(func(tx *bolt.Tx) error {
 		if tx.Bucket(bktAgents).Get(key(project, agentID)) == nil {
 			return ErrNotFound
@@ -468,7 +463,7 @@ func (s *Store) Credentials(project, agentID string, now time.Time) ([]Credentia
 		prefix := key(project, agentID)
 		c := tx.Bucket(bktCreds).Cursor()
 		for k, b := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, b = c.Next() {
-			var rec credRecord
+			var rec kernel.Credential
 			if err := json.Unmarshal(b, &rec); err != nil {
 				return err
 			}
@@ -479,19 +474,9 @@ func (s *Store) Credentials(project, agentID string, now time.Time) ([]Credentia
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(recs, func(a, b credRecord) int { return cmp.Compare(a.IssuedSeq, b.IssuedSeq) })
-	for _, r := range recs {
-		status := CredentialActive
-		switch {
-		case r.RevokedAt != nil:
-			status = CredentialRevoked
-		case !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt):
-			status = CredentialExpired
-		}
-		out = append(out, CredentialView{
-			CredentialID: r.CredentialID, ProjectID: r.ProjectID, AgentID: r.AgentID, Status: status,
-			IssuedAt: r.IssuedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt, Via: r.Via,
-		})
+	slices.SortFunc(recs, func(a, b kernel.Credential) int { return cmp.Compare(a.IssuedSeq, b.IssuedSeq) })
+	for i := range recs {
+		out = append(out, credentialView(project, &recs[i], now))
 	}
 	return out, nil
 }

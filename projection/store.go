@@ -25,8 +25,10 @@ var ErrSchema = errors.New("projection: incompatible projection file")
 
 // SchemaVersion is the bucket layout this build writes and reads (bucket
 // "meta", key "schema"). Change it with any change of a bucket, key or value
-// format.
-const SchemaVersion = 1
+// format. Layout 2 stores each Turn as the kernel's own state (kernel.Turn,
+// folded by kernel.EvolveTurn) with the agents who may read it, and indexes a
+// Turn under every such agent (its root's target and requester too).
+const SchemaVersion = 2
 
 // MaxLimit is the largest page the queries return; callers validate limit
 // (1..MaxLimit) and the queries clamp it to that range as well.
@@ -79,6 +81,8 @@ func (c Config) Validate() error {
 
 // Store is the bbolt file of every read model and its checkpoint.
 type Store struct {
+	notes notifier // the watches of long polls and event streams (notify.go)
+
 	db  *bolt.DB
 	cfg Config
 
@@ -112,7 +116,7 @@ func Open(path string, cfg Config) (*Store, error) {
 				return err
 			}
 		case getU64(v) != SchemaVersion:
-			return fmt.Errorf("%w: the file has layout %d, this build reads %d; rebuild it (turnledger replay)", ErrSchema, getU64(v), SchemaVersion)
+			return fmt.Errorf("%w: the file has layout %d, this build reads layout %d; stop serve and run `turnledger replay` to rebuild it from the ledger", ErrSchema, getU64(v), SchemaVersion)
 		}
 		cp = getU64(meta.Get(keyCheckpoint))
 		return nil
@@ -134,6 +138,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	close(s.changed)
 	s.mu.Unlock()
+	s.notes.close()
 	return s.db.Close()
 }
 
@@ -221,6 +226,7 @@ func (s *Store) Apply(batch []kernel.Recorded) (err error) {
 		s.changed = make(chan struct{})
 	}
 	s.mu.Unlock()
+	s.notes.raise(s, batch)
 	return nil
 }
 

@@ -3,9 +3,11 @@ package projection
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,6 +176,31 @@ func TestOpenRefusesOtherSchema(t *testing.T) {
 			s.Close()
 		}
 		t.Errorf("Open(file of schema %d) = %v, want ErrSchema", SchemaVersion+1, err)
+	}
+}
+
+// TestOpenRefusesLayout1: a file of the layout before Turns were stored as
+// kernel state is refused with a message that says to run turnledger replay.
+func TestOpenRefusesLayout1(t *testing.T) {
+	s, path := openStore(t)
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktMeta).Put(keySchema, putU64(1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err := Open(path, testConfig())
+	if err == nil {
+		s.Close()
+		t.Fatalf("Open(file of layout 1) = nil error, want ErrSchema")
+	}
+	if !errors.Is(err, ErrSchema) {
+		t.Errorf("Open(file of layout 1) = %v, want ErrSchema", err)
+	}
+	for _, want := range []string{"layout 1", fmt.Sprintf("layout %d", SchemaVersion), "turnledger replay"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(file of layout 1) = %q, want a message naming %q", err, want)
+		}
 	}
 }
 
@@ -424,8 +451,12 @@ func TestIndexesAgreeWithSnapshots(t *testing.T) {
 				t.Errorf("seed %d: Turns(target=%s) disagrees (-want +got):\n%s", seed, a.AgentID, diff)
 			}
 			got, _ = s.Turns(proj, TurnFilter{VisibleTo: a.AgentID}, MaxLimit)
-			visible := filterIn(func(v TurnView) bool {
+			involved := func(v TurnView) bool {
 				return v.TargetAgent.AgentID == a.AgentID || v.RequestedBy.AgentID == a.AgentID
+			}
+			visible := filterIn(func(v TurnView) bool {
+				root, _ := s.Turn(proj, v.RootTurnID)
+				return involved(v) || involved(root)
 			})
 			if diff := cmp.Diff(visible, got); diff != "" {
 				t.Errorf("seed %d: Turns(visible to %s) disagrees (-want +got):\n%s", seed, a.AgentID, diff)

@@ -396,19 +396,3 @@ func TestJSONShapes(t *testing.T) {
 		}
 	}
 }
-
-func TestTurnInvolves(t *testing.T) {
-	v := TurnView{ProjectID: proj, TargetAgent: ref("alice"), RequestedBy: kernel.AgentRef{ProjectID: "p2", AgentID: "bob"}}
-	for _, tt := range []struct {
-		agent string
-		want  bool
-	}{{"alice", true}, {"bob", false}, {"", false}, {"carol", false}} {
-		if got := v.Involves(tt.agent); got != tt.want {
-			t.Errorf("Involves(%q) = %v, want %v", tt.agent, got, tt.want)
-		}
-	}
-	v.RequestedBy.ProjectID = proj
-	if !v.Involves("bob") {
-		t.Errorf("Involves(bob) with bob of the same project = false, want true")
-	}
-}

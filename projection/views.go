@@ -2,23 +2,20 @@ package projection
 
 import (
 	"encoding/json"
-	"slices"
 	"time"
 
 	"github.com/turnledger/turnledger/kernel"
 )
 
-// Turn states as the projections show them.
+// Turn states and the stopped outcome: the kernel's, named here for readers
+// of the projection's API.
 const (
-	StateQueued    = "queued"
-	StateClaimed   = "claimed"
-	StateSuspended = "suspended"
-	StateFinished  = "finished"
+	StateQueued    = kernel.StateQueued
+	StateClaimed   = kernel.StateClaimed
+	StateSuspended = kernel.StateSuspended
+	StateFinished  = kernel.StateFinished
+	OutcomeStopped = kernel.OutcomeStopped
 )
-
-// OutcomeStopped is the outcome of a Turn ended by a stop request rather than
-// by its claim holder.
-const OutcomeStopped = "stopped"
 
 // Credential statuses.
 const (
@@ -195,12 +192,9 @@ type AgentView struct {
 	LedgerSeq      uint64          `json:"ledger_seq"`
 }
 
-// ProvenanceView says where an agent's registration came from.
-type ProvenanceView struct {
-	Kind        string  `json:"kind"`
-	ExternalRef string  `json:"external_ref"`
-	PayloadHash *string `json:"payload_hash"`
-}
+// ProvenanceView says where an agent's registration came from: the
+// kernel's Provenance, shown as it is.
+type ProvenanceView = kernel.Provenance
 
 // AgentFilter selects agents. Empty fields do not filter.
 type AgentFilter struct {
@@ -250,43 +244,11 @@ type CredentialView struct {
 
 // Stored records: what the buckets hold where a view has derived fields.
 
+// turnRecord is a Turn's kernel state, folded by kernel.EvolveTurn (claim
+// token hash removed), and the agents who may read it (kernel.TurnReaders).
+// View is derived on load, never stored.
 type turnRecord struct {
-	View        TurnView `json:"view"`
-	DispatchSeq uint64   `json:"dispatch_seq"`
-}
-
-type agentRecord struct {
-	ProjectID      string          `json:"project_id"`
-	AgentID        string          `json:"agent_id"`
-	Role           string          `json:"role"`
-	Description    string          `json:"description"`
-	Enabled        bool            `json:"enabled"`
-	AcceptsWork    bool            `json:"accepts_work"`
-	Drained        bool            `json:"drained"`
-	Capacity       int             `json:"capacity"`
-	Capabilities   []string        `json:"capabilities"`
-	Grants         []string        `json:"grants"`
-	PublicMetadata json.RawMessage `json:"public_metadata"`
-	Provenance     ProvenanceView  `json:"provenance"`
-	RegisteredAt   time.Time       `json:"registered_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	LedgerSeq      uint64          `json:"ledger_seq"`
-}
-
-type credRecord struct {
-	CredentialID string     `json:"credential_id"`
-	ProjectID    string     `json:"project_id"`
-	AgentID      string     `json:"agent_id"`
-	IssuedAt     time.Time  `json:"issued_at"`
-	ExpiresAt    time.Time  `json:"expires_at"`
-	RevokedAt    *time.Time `json:"revoked_at"`
-	Via          string     `json:"via"`
-	IssuedSeq    uint64     `json:"issued_seq"`
-}
-
-// Involves reports whether an agent of the Turn's project is its target or
-// its requester: the read policy that TurnFilter.VisibleTo applies, for
-// httpapi to apply to one Turn (snapshot, context, Turn feed) the same way.
-func (v TurnView) Involves(agentID string) bool {
-	return agentID != "" && slices.Contains(involved(v), agentID)
+	Turn    kernel.Turn `json:"turn"`
+	Readers []string    `json:"readers"`
+	View    TurnView    `json:"-"`
 }

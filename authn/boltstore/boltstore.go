@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"github.com/turnledger/turnledger/authn"
@@ -36,7 +35,7 @@ var (
 )
 
 // ErrTransition is a tenant status change that is not allowed.
-var ErrTransition = errors.New("status change not allowed")
+var ErrTransition = authn.ErrTransition
 
 // Options configure Open.
 type Options struct {
@@ -304,20 +303,11 @@ func (s *Store) DeleteProfile(ctx context.Context, tenantID, userID, provider st
 	})
 }
 
-// planPattern: allowed plan names (the spec leaves the values open).
-var planPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
-
-// claimPattern is authn's tenant claim pattern (kept in step with it).
-var claimPattern = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?$`)
-
 // AddTenant inserts an active tenant for idpTenantID. An idp_tenant_id can
 // be on the allowlist once.
 func (s *Store) AddTenant(ctx context.Context, idpTenantID, plan string, now time.Time) (authn.Tenant, error) {
-	if !claimPattern.MatchString(idpTenantID) {
-		return authn.Tenant{}, fmt.Errorf("idp tenant id %q must be 1 to 64 letters, digits or inner hyphens", idpTenantID)
-	}
-	if !planPattern.MatchString(plan) {
-		return authn.Tenant{}, fmt.Errorf("plan %q must be 1 to 32 lower-case letters, digits, '-' or '_'", plan)
+	if err := authn.CheckNewTenant(idpTenantID, plan); err != nil {
+		return authn.Tenant{}, err
 	}
 	var t authn.Tenant
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -359,8 +349,8 @@ func (s *Store) SetTenantStatus(ctx context.Context, ref, status string, now tim
 		if t.Status == status {
 			return nil
 		}
-		if t.Status == authn.StatusDeleted || (status != authn.StatusActive && status != authn.StatusSuspended && status != authn.StatusDeleted) {
-			return fmt.Errorf("tenant %s is %s and cannot become %s: %w", t.ID, t.Status, status, ErrTransition)
+		if err := authn.CheckTransition(t.ID, t.Status, status); err != nil {
+			return err
 		}
 		t.Status, t.UpdatedAt = status, now.UTC()
 		return put(tenants, id, t)
@@ -387,3 +377,16 @@ func (s *Store) Tenants(ctx context.Context) ([]authn.Tenant, error) {
 
 // View calls fn with the path of the database file.
 func (s *Store) View(fn func(path string)) { fn(s.db.Path()) }
+
+// PeekTicket returns the ticket under hash without taking it, or
+// authn.ErrNotFound. The websocket route looks a ticket up with it first
+// and takes it (TakeTicket) only once the dial has passed every other check.
+func (s *Store) PeekTicket(ctx context.Context, hash [32]byte) (authn.Ticket, error) {
+	var t authn.Ticket
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		t, err = get[authn.Ticket](tx.Bucket(bTickets), hash[:])
+		return err
+	})
+	return t, err
+}

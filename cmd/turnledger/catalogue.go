@@ -43,7 +43,7 @@ func runCatalogue(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	keys := fs.String("keys", "", "file of partner key hashes, one sha256:<hex> a line; default: $"+catalogueKeysEnv)
 	baseURL := fs.String("base-url", "", "absolute URL that localized paths are joined to for canonicalUrl; default: http://ADDR")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `Usage:
+		fmt.Fprintln(fs.Output(), `Usage:
   turnledger catalogue [flags]          serve GET /api/public/v2/subcategories
   turnledger catalogue hash-key         read a partner key on stdin, print its hash for the key file
   turnledger catalogue new-key          draw a new partner key; print it and its hash
@@ -55,11 +55,8 @@ Environment:
 Flags:`)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &exitCodeError{code: 2, msg: err.Error()}
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
 	}
 	if fs.NArg() != 0 {
 		return &exitCodeError{code: 2, msg: fmt.Sprintf("turnledger catalogue: unexpected argument %q", fs.Arg(0))}
@@ -141,14 +138,11 @@ func catalogueHashKey(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	label := fs.String("label", "", "label written after the hash (e.g. the partner's name)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: turnledger catalogue hash-key [--label NAME] < key\n\nReads one partner key (the first line of stdin; never an argument, which\nwould stay in the shell history) and prints the line for the key file.")
+		fmt.Fprintln(fs.Output(), "Usage: turnledger catalogue hash-key [--label NAME] < key\n\nReads one partner key (the first line of stdin; never an argument, which\nwould stay in the shell history) and prints the line for the key file.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &exitCodeError{code: 2, msg: err.Error()}
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
 	}
 	line, err := bufio.NewReader(catalogueStdin).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -169,11 +163,8 @@ func catalogueHashKey(args []string, stdout, stderr io.Writer) error {
 func catalogueNewKey(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("catalogue new-key", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &exitCodeError{code: 2, msg: err.Error()}
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
 	}
 	key, err := catalogue.NewKey(rand.Reader)
 	if err != nil {

@@ -173,10 +173,10 @@ func TestCatalogueNewKeyPrintsAKeyAndItsHash(t *testing.T) {
 }
 
 func TestCatalogueHelpPrintsTheFlags(t *testing.T) {
-	code, _, stderr := runTurnledger(t, "catalogue", "--help")
+	code, stdout, _ := runTurnledger(t, "catalogue", "--help")
 	for _, flag := range []string{"-addr", "-data", "-keys", "-base-url", catalogueKeysEnv} {
-		if !strings.Contains(stderr, flag) {
-			t.Errorf("catalogue --help does not mention %s:\n%s", flag, stderr)
+		if !strings.Contains(stdout, flag) {
+			t.Errorf("catalogue --help does not mention %s:\n%s", flag, stdout)
 		}
 	}
 	if code != 0 {

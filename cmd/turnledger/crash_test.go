@@ -23,18 +23,6 @@ import (
 	"github.com/turnledger/turnledger/internal/checkfor"
 )
 
-// childEnv makes the test binary run `turnledger` itself (main), so that the
-// crash tests can start serve as a child process and kill it with SIGKILL.
-const childEnv = "TURNLEDGER_TEST_CHILD"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		main()
-		return
-	}
-	os.Exit(m.Run())
-}
-
 // crashKills is how many times TestCrashHarness kills serve with SIGKILL:
 // 10 in CI, more with TURNLEDGER_CRASH_KILLS (the README's long run uses 100).
 func crashKills(t *testing.T) int {
@@ -48,8 +36,8 @@ func crashKills(t *testing.T) int {
 	return 10
 }
 
-// child is `turnledger serve` running as a child process.
-type child struct {
+// serveChild is `turnledger serve` running as a child process.
+type serveChild struct {
 	cmd  *exec.Cmd
 	base string
 	out  *syncBuffer
@@ -57,14 +45,14 @@ type child struct {
 	err  error         // how it ended, once done is closed
 }
 
-// startChild starts serve on dir as a child process and waits until it
+// startServeChild starts serve on dir as a child process and waits until it
 // listens. Extra flags follow the data directory.
-func startChild(t *testing.T, dir string, extra ...string) *child {
+func startServeChild(t *testing.T, dir string, extra ...string) *serveChild {
 	t.Helper()
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", dir}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), childEnv+"=1", "TURNLEDGER_ADMIN_TOKEN=")
-	c := &child{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Env = append(os.Environ(), envChildMain+"=1", "TURNLEDGER_ADMIN_TOKEN=")
+	c := &serveChild{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +94,7 @@ func startChild(t *testing.T, dir string, extra ...string) *child {
 
 // kill sends sig and waits for the process to end; it returns the exit code
 // (-1 when a signal ended it).
-func (c *child) kill(t *testing.T, sig syscall.Signal, bound time.Duration) int {
+func (c *serveChild) kill(t *testing.T, sig syscall.Signal, bound time.Duration) int {
 	t.Helper()
 	if err := c.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal %v: %v", sig, err)
@@ -223,7 +211,7 @@ func TestCrashHarness(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 19))
 
 	dir := t.TempDir()
-	c := startChild(t, dir)
+	c := startServeChild(t, dir)
 	admin := adminClient(t, c.base, dir)
 	const workers = 4
 	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
@@ -266,7 +254,7 @@ func TestCrashHarness(t *testing.T) {
 			damageFile(t, filepath.Join(dir, "projections.db"), damage[(round/3)%len(damage)], rng)
 			healed++
 		}
-		c = startChild(t, dir)
+		c = startServeChild(t, dir)
 		h.setBase(c.base)
 		if d := waitReadyz(t, c.base, 30*time.Second); d > maxReady {
 			maxReady = d
@@ -284,7 +272,7 @@ func TestCrashHarness(t *testing.T) {
 		t.Errorf("serve exited with %d on SIGTERM under load, want 0:\n%s", code, c.out.String())
 	}
 	termTook := time.Since(start)
-	c = startChild(t, dir)
+	c = startServeChild(t, dir)
 	h.setBase(c.base)
 	waitReadyz(t, c.base, 30*time.Second)
 	target = nacks() + 5

@@ -41,11 +41,9 @@ func runDeployconfig(ctx context.Context, args []string, stdout, stderr io.Write
 	case "schema":
 		fs := flag.NewFlagSet("deployconfig schema", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		if err := fs.Parse(args[1:]); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil
-			}
-			return &exitCodeError{code: 2, msg: err.Error()}
+		fs.Usage = func() { fmt.Fprintln(fs.Output(), "Usage: turnledger deployconfig schema") }
+		if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
+			return err
 		}
 		if fs.NArg() != 0 {
 			return &exitCodeError{code: 2, msg: "turnledger deployconfig schema takes no arguments"}
@@ -59,34 +57,55 @@ func runDeployconfig(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 }
 
+// deployconfigStdin is what `deployconfig validate -` reads; tests replace it.
+var deployconfigStdin io.Reader = os.Stdin
+
+// stdinName is how problems of standard input name their file.
+const stdinName = "<stdin>"
+
 func runDeployconfigValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("deployconfig validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quiet := fs.Bool("quiet", false, "print nothing for valid files")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: turnledger deployconfig validate [--quiet] FILE...")
+		fmt.Fprintln(fs.Output(), "Usage: turnledger deployconfig validate [--quiet] FILE...\n\nFlags may come before or after the files; - reads standard input, and\neverything after -- is a file.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	// Flags may come anywhere among the files, as with most validators.
+	var files []string
+	for rest := args; len(rest) > 0; {
+		if help, err := parseFlags(fs, rest, stdout); help || err != nil {
+			return err
 		}
-		return &exitCodeError{code: 2, msg: err.Error()}
+		left := fs.Args()
+		if used := rest[:len(rest)-len(left)]; len(used) > 0 && used[len(used)-1] == "--" {
+			files = append(files, left...)
+			break
+		}
+		if len(left) == 0 {
+			break
+		}
+		files, rest = append(files, left[0]), left[1:]
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return &exitCodeError{code: 2, msg: "turnledger deployconfig validate: no FILE given"}
+	if len(files) == 0 {
+		return fmt.Errorf("%w: turnledger deployconfig validate: no FILE given (see turnledger deployconfig validate --help)", errUsage)
 	}
 	v, err := deployconfig.New()
 	if err != nil {
 		return err
 	}
 	code, invalid, unreadable := 0, 0, 0
-	for _, name := range fs.Args() {
+	for _, name := range files {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		data, err := os.ReadFile(name)
+		var data []byte
+		if name == "-" {
+			name = stdinName
+			data, err = io.ReadAll(deployconfigStdin)
+		} else {
+			data, err = os.ReadFile(name)
+		}
 		if err != nil {
 			fmt.Fprintf(stdout, "%s: cannot read: %v\n", name, unwrapPathError(err))
 			code = 2
@@ -114,7 +133,7 @@ func runDeployconfigValidate(ctx context.Context, args []string, stdout, stderr 
 			code = 1
 		}
 	}
-	summary := fmt.Sprintf("%d of %d files invalid, %d unreadable", invalid, fs.NArg(), unreadable)
+	summary := fmt.Sprintf("%d of %d files invalid, %d unreadable", invalid, len(files), unreadable)
 	switch code {
 	case 0:
 		return nil

@@ -34,7 +34,7 @@ func TestFullDisk(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
 	dir := filepath.Join(mnt, "data")
-	c := startChild(t, dir)
+	c := startServeChild(t, dir)
 	admin := adminClient(t, c.base, dir)
 	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
 
@@ -86,7 +86,7 @@ func TestFullDisk(t *testing.T) {
 	if code := c.kill(t, syscall.SIGTERM, 20*time.Second); code != 0 {
 		t.Logf("serve exited with %d on SIGTERM after the full disk:\n%s", code, c.out.String())
 	}
-	c = startChild(t, dir)
+	c = startServeChild(t, dir)
 	waitReadyz(t, c.base, 30*time.Second)
 	req.base = c.base
 	for _, id := range acked {

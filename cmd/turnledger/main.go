@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -28,11 +29,16 @@ func commands() []command {
 	return []command{
 		{"serve", "serve the agent work coordination API (embedded NATS or --nats-url)", runServe},
 		{"replay", "rebuild every projection from ledger_seq 1 and swap it in", runReplay},
+		{"feed", "follow a feed live and print one line per event (tail)", runFeed},
+		{"turns", "list or show Turns through the HTTP API (list|show)", runTurns},
+		{"agents", "list agents through the HTTP API (list)", runAgents},
 		{"runtime", "serve the runtime authentication service", runRuntime},
 		{"tenants", "administer the runtime's tenant allowlist (add|suspend|delete|list)", runTenants},
 		{"monitor", "serve the query monitor", runMonitor},
 		{"catalogue", "serve the partner subcategory listing", runCatalogue},
 		{"deployconfig", "validate deployment configuration files (validate|schema)", runDeployconfig},
+		{"bench", "measure Turn lifecycles, feed pages, replay and start-up against the raw append rate", runBench},
+		{"version", "print the version, VCS revision and embedded NATS server version", runVersion},
 	}
 }
 
@@ -58,6 +64,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = []string{"version"}
+	}
 	for _, c := range commands() {
 		if c.name != args[0] {
 			continue
@@ -73,7 +82,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			return ec.ExitCode()
 		case errors.Is(err, errUsage):
-			fmt.Fprintln(stderr, err)
+			fmt.Fprintln(stderr, strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 			return 2
 		default:
 			fmt.Fprintf(stderr, "turnledger %s: %v\n", c.name, err)

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,12 +15,15 @@ import (
 	"github.com/turnledger/turnledger/monitor"
 )
 
-const monitorUsage = `Usage: turnledger monitor --config FILE [flags]
+const monitorUsage = `Usage: turnledger monitor [--config FILE] [flags]
 
 Serve the query monitor: run the configured queries on their schedules,
 open errors when their checks fail, notify channels, and serve the JSON API
 under /api/ (see docs/monitor.md). Secrets come from the environment
-variables the configuration file names.
+variables the configuration file names. Without --config it starts with a
+built-in configuration that watches the local engine (--engine-url,
+--projects; the admin token from TURNLEDGER_ADMIN_TOKEN or
+<--engine-data>/admin-token).
 
 Flags:
 `
@@ -30,33 +32,32 @@ Flags:
 func runMonitor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("monitor", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	configPath := fs.String("config", "", "configuration file (JSON: connections, queries, channels); required")
+	configPath := fs.String("config", "", "configuration file (JSON: connections, queries, channels); default: the built-in one")
+	engineURL := fs.String("engine-url", "http://127.0.0.1:8000", "without --config: the engine to watch")
+	engineData := fs.String("engine-data", "./data", "without --config: the engine's data directory, for its admin-token")
+	projects := fs.String("projects", "", "without --config: comma-separated projects whose Turns to watch")
 	addr := fs.String("addr", monitor.DefaultAddr, "address to serve the API on")
 	dataPath := fs.String("data", "./"+monitor.DefaultDataPath, "bbolt file keeping errors and run history")
 	noScheduler := fs.Bool("no-scheduler", false, "serve the API without running queries on schedule")
-	printUsage := func(w io.Writer) {
-		fmt.Fprint(w, monitorUsage)
-		fs.SetOutput(w)
+	var logOpts logOptions
+	logOpts.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), monitorUsage)
 		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout)
-			return nil
-		}
-		return fmt.Errorf("%w: turnledger monitor: %v (see --help)", errUsage, err)
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
+	}
+	logger, err := logOpts.logger(stderr)
+	if err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: turnledger monitor: unexpected argument %q (see --help)", errUsage, fs.Arg(0))
 	}
-	if *configPath == "" {
-		return fmt.Errorf("%w: turnledger monitor: --config is required (see --help and docs/monitor.example.json)", errUsage)
-	}
-
-	data, err := os.ReadFile(*configPath)
+	data, builtinToken, err := monitorConfig(configPath, *engineURL, *engineData, *projects, stdout)
 	if err != nil {
-		return fmt.Errorf("read configuration: %w", err)
+		return err
 	}
 	file, err := monitor.ParseFile(data)
 	if err != nil {
@@ -65,11 +66,14 @@ func runMonitor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cfg := monitor.DefaultConfig()
 	cfg.File = file
 	cfg.DataPath = *dataPath
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	cfg.Logger = logger
 	for _, name := range file.SecretEnvNames() {
 		if v, ok := os.LookupEnv(name); ok {
 			cfg.Secrets[name] = v
 		}
+	}
+	if builtinToken != "" {
+		cfg.Secrets[defaultMonitorEnv] = builtinToken
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%s:\n%w", *configPath, err)
@@ -89,9 +93,12 @@ func runMonitor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "monitor listening on http://%s\n", ln.Addr())
 
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// The same deadlines and connection cap as serve's defaults (no request
+	// of the monitor streams or waits).
+	lim := defaultLimits()
+	srv := lim.server(m.Handler())
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(lim.listen(ln)) }()
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

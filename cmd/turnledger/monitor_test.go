@@ -172,13 +172,14 @@ func TestMonitorCommandRejectsBadStarts(t *testing.T) {
 		wantCode int
 		wantErr  string
 	}{
-		{"no config", nil, true, 2, "--config is required"},
+		{"built-in config, projects without a token", []string{"--projects", "p", "--engine-data", t.TempDir()}, true, 1, "needs the engine's admin token"},
 		{"unknown flag", []string{"--nope"}, true, 2, "flag provided but not defined"},
 		{"missing file", []string{"--config", filepath.Join(t.TempDir(), "none.json")}, true, 1, "no such file"},
 		{"unknown field", []string{"--config", bad}, true, 1, `unknown field "extra"`},
 		{"unset secret variable", []string{"--config", config}, false, 1, "TL_MONITOR_TEST_TOKEN is not set"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("TURNLEDGER_ADMIN_TOKEN", "")
 			if tc.env {
 				t.Setenv("TL_MONITOR_TEST_TOKEN", "token")
 			} else {

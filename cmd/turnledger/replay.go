@@ -23,27 +23,40 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data", "./data", "data directory of the turnledger serve whose projections to rebuild")
 	natsURL := fs.String("nats-url", "", "the NATS server serve uses, when it is not the embedded one")
+	var auth natsAuth
+	addNATSFlags(fs, &auth)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: turnledger replay [flags]")
-		fmt.Fprintln(stderr, "\nRebuilds every projection from ledger_seq 1 into a new file and swaps it in.")
-		fmt.Fprintln(stderr, "Stop turnledger serve on the same data directory first.")
-		fmt.Fprintln(stderr, "\nFlags:")
+		w := fs.Output()
+		fmt.Fprintln(w, "Usage: turnledger replay [flags]")
+		fmt.Fprintln(w, "\nRebuilds every projection from ledger_seq 1 into a new file and swaps it in.")
+		fmt.Fprintln(w, "Stop turnledger serve on the same data directory first.")
+		fmt.Fprintln(w, "\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: replay takes no arguments", errUsage)
 	}
-	return replay(ctx, *dataDir, *natsURL, ledger.DefaultConfig(), stdout)
+	auth.fromEnv(os.Getenv)
+	if err := auth.validate(*natsURL); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return replay(ctx, *dataDir, *natsURL, auth, ledger.DefaultConfig(), stdout)
 }
 
-func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, out io.Writer) error {
+func replay(ctx context.Context, dataDir, natsURL string, auth natsAuth, lcfg ledger.Config, out io.Writer) error {
 	live := filepath.Join(dataDir, "projections.db")
+	// Replay rebuilds from an existing ledger; it never makes a data
+	// directory. Embedded, the directory must hold the ledger (nats/) or the
+	// projections of one.
+	if _, err := os.Stat(dataDir); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("the data directory %s does not exist, so it holds no ledger: give the --data of the turnledger serve whose projections to rebuild", dataDir)
+	}
+	if natsURL == "" && !exists(filepath.Join(dataDir, "nats")) && !exists(live) {
+		return fmt.Errorf("%s holds no turnledger ledger (neither nats/ nor projections.db): give the --data of the turnledger serve whose projections to rebuild", dataDir)
+	}
 	// Make sure no serve holds the live file, by asking its lock: the file
 	// itself is never opened as a database here, so a damaged one cannot
 	// crash the tool that repairs it.
@@ -56,7 +69,7 @@ func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, ou
 	if damaged != nil && !errors.Is(damaged, projection.ErrDamaged) {
 		return damaged
 	}
-	emb, nc, l, err := openLedger(ctx, dataDir, natsURL, lcfg, ledger.SyncAlways)
+	emb, nc, l, err := openLedger(ctx, dataDir, natsURL, auth, lcfg, ledger.SyncAlways)
 	if err != nil {
 		return err
 	}
@@ -71,19 +84,11 @@ func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, ou
 		return err
 	}
 	start := time.Now()
-	var lastShown time.Time
-	progress := func(applied, head uint64) {
-		if time.Since(lastShown) < 500*time.Millisecond && applied < head {
-			return
-		}
-		lastShown = time.Now()
-		pct := 100.0
-		if head > 0 {
-			pct = 100 * float64(applied) / float64(head)
-		}
-		fmt.Fprintf(out, "replayed %d/%d events (%.1f%%)\n", applied, head, pct)
-	}
-	if err := projection.Rebuild(ctx, next, l, progress); err != nil {
+	bar := newReplayProgress(out, time.Now)
+	progress := bar.update
+	err = projection.Rebuild(ctx, next, l, progress)
+	bar.done()
+	if err != nil {
 		return err
 	}
 	if damaged != nil {
@@ -99,4 +104,9 @@ func replay(ctx context.Context, dataDir, natsURL string, lcfg ledger.Config, ou
 	}
 	fmt.Fprintf(out, "rebuilt %s in %s\n", live, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -54,31 +54,41 @@ const runtimeEnv = `Environment (see docs/runtime.md):
   HOSTED_TENANT_CLAIM      hosted: this deployment's tenant (default "default")
   SECRET_ENCRYPTION_KEY    hosted: base64 of 32 bytes, encrypts provider profile keys
   CORS_ALLOWED_ORIGINS     comma-separated origins (or *)
-  DATABASE_URL             bolt:<path> or a file path (default ./data/runtime.db)
-  DATABASE_ADMIN_URL       same form; used by 'turnledger tenants' when set
+  DATABASE_URL             postgres://… (runtime role), bolt:<path> or a file path (default ./data/runtime.db)
+  DATABASE_ADMIN_URL       postgres://… of the schema owner: migrations at start, 'runtime migrate' and
+                           'turnledger tenants' (or a bbolt path for tenants)
   DATABASE_REQUIRED        true/false; default true for idp and hosted
 `
 
 func runtimeMain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "migrate":
+			return runtimeMigrate(ctx, args[1:], getenv, stdout, stderr)
+		case "dev-issuer":
+			return runtimeDevIssuer(ctx, args[1:], getenv, stdout, stderr)
+		}
+	}
 	fs := flag.NewFlagSet("runtime", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", defaultRuntimeAddr, "listen address (host:port); loopback by default")
-	dbFlag := fs.String("db", "", "bbolt database file (default: DATABASE_URL, else "+defaultRuntimeDB+")")
+	dbFlag := fs.String("db", "", "postgres:// URL or bbolt database file (default: DATABASE_URL, else "+defaultRuntimeDB+")")
 	natsURL := fs.String("nats-url", "", "NATS server for websocket fan-out (default: start an embedded server on a loopback port)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: turnledger runtime [flags]")
+		fmt.Fprintln(fs.Output(), "Usage: turnledger runtime [flags]\n       turnledger runtime migrate [flags]     (PostgreSQL schema; see migrate --help)\n       turnledger runtime dev-issuer [flags]  (local hosted-auth stand-in; see dev-issuer --help)")
 		fmt.Fprintln(fs.Output(), "\nServe the runtime authentication service: /health, /ready, /api/v1/auth/me,\n/api/v1/auth/ws-ticket, /api/v1/ws/execution and (hosted) /api/v1/provider-profiles.\n\nFlags:")
 		fs.PrintDefaults()
 		fmt.Fprintln(fs.Output())
 		fmt.Fprint(fs.Output(), runtimeEnv)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return nil
-		}
-		return &runtimeExit{code: 2, msg: ""}
+	var logOpts logOptions
+	logOpts.register(fs)
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
+	}
+	logger, err := logOpts.logger(stderr)
+	if err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &runtimeExit{code: 2, msg: fmt.Sprintf("turnledger runtime: unexpected argument %q", fs.Arg(0))}
@@ -88,7 +98,7 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 	if err := cfg.Validate(); err != nil {
 		problems = append(problems, splitJoined(err)...)
 	}
-	dbPath, err := resolveDBPath(*dbFlag, getenv("DATABASE_URL"), "DATABASE_URL")
+	db, err := resolveDB(*dbFlag, getenv("DATABASE_URL"), "DATABASE_URL")
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
@@ -96,20 +106,22 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 		return configExit("runtime", problems)
 	}
 
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	logf := func(format string, a ...any) { logger.Info(fmt.Sprintf(format, a...)) }
 	if getenv("APP_ENV") == "" {
-		logf("turnledger runtime: APP_ENV is not set; using the local defaults (debug authentication allowed). Set APP_ENV=staging or production on a server.")
+		logger.Warn("turnledger runtime: APP_ENV is not set; using the local defaults (debug authentication allowed). Set APP_ENV=staging or production on a server.")
 	}
 	var store authn.Store
-	bs, err := openStore(dbPath)
+	bs, err := openRuntimeStore(ctx, db, getenv("DATABASE_ADMIN_URL"), logf)
 	switch {
 	case err == nil:
 		defer bs.Close()
 		store = bs
 	case cfg.DatabaseRequired:
 		return configExit("runtime", []string{"DATABASE_REQUIRED is true but the database cannot be opened: " + err.Error()})
+	case isMisconfigured(err):
+		return configExit("runtime", []string{err.Error()})
 	default:
-		logf("turnledger runtime: warning: running without a database (%v); tickets answer 503", err)
+		logger.Warn("turnledger runtime: running without a database; tickets answer 503", "err", err)
 	}
 	if cfg.Mode == authn.ModeHosted && store != nil {
 		if err := authn.CheckHostedTenant(ctx, cfg, store); err != nil {
@@ -137,15 +149,25 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return configExit("runtime", []string{err.Error()})
 	}
+	warnIfNotLoopback(logger, *addr)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "turnledger runtime: listening on http://%s (AUTH_MODE=%s, APP_ENV=%s, database %s)\n", ln.Addr(), cfg.Mode, cfg.AppEnv, dbPath)
+	handler, err := withWebClient(srv, cfg, logf)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	// serve's connection cap; no read or write deadline, because the
+	// execution websocket is a long-lived hijacked connection that keeps
+	// the deadlines set before the upgrade.
+	lim := defaultLimits()
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	fmt.Fprintf(stdout, "turnledger runtime: listening on http://%s (AUTH_MODE=%s, APP_ENV=%s, database %s)\n", ln.Addr(), cfg.Mode, cfg.AppEnv, db)
 
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(lim.listen(ln)) }()
 	select {
 	case err := <-errc:
 		return err
@@ -229,31 +251,6 @@ func runtimeConfig(getenv func(string) string) (authn.Config, []string) {
 		}
 	}
 	return cfg, problems
-}
-
-// resolveDBPath picks the bbolt file: the --db flag, else the database URL
-// (bolt:<path>, bolt://<path> or a plain path), else ./data/runtime.db.
-func resolveDBPath(flagValue, dbURL, name string) (string, error) {
-	if flagValue != "" {
-		return flagValue, nil
-	}
-	if dbURL == "" {
-		return defaultRuntimeDB, nil
-	}
-	if rest, ok := strings.CutPrefix(dbURL, "bolt:"); ok {
-		rest = strings.TrimPrefix(rest, "//")
-		if rest == "" {
-			return "", fmt.Errorf("%s %q names no file", name, dbURL)
-		}
-		return rest, nil
-	}
-	if scheme, _, ok := strings.Cut(dbURL, "://"); ok {
-		if scheme == "postgres" || scheme == "postgresql" {
-			return "", fmt.Errorf("%s: PostgreSQL is not supported by this build; use bolt:<path> or a file path", name)
-		}
-		return "", fmt.Errorf("%s scheme %q is not supported; use bolt:<path> or a file path", name, scheme)
-	}
-	return dbURL, nil
 }
 
 func openStore(path string) (*boltstore.Store, error) {

@@ -77,8 +77,8 @@ func TestRuntimeGuardrails(t *testing.T) {
 			"turnledger runtime: APP_ENV must be local, staging or production, not \"dev\"",
 			"turnledger runtime: AUTH_MODE must be dev, idp or hosted, not \"saml\"",
 		}},
-		{"postgres URL", map[string]string{"DATABASE_URL": "postgres://u@localhost/db"}, []string{
-			"turnledger runtime: DATABASE_URL: PostgreSQL is not supported by this build; use bolt:<path> or a file path",
+		{"unknown database scheme", map[string]string{"DATABASE_URL": "mysql://u@localhost/db"}, []string{
+			"turnledger runtime: DATABASE_URL scheme \"mysql\" is not supported; use postgres://…, bolt:<path> or a file path",
 		}},
 	}
 	for _, tc := range cases {
@@ -242,24 +242,29 @@ func TestRuntimeHostedEndToEnd(t *testing.T) {
 	}
 }
 
-func TestResolveDBPath(t *testing.T) {
-	cases := []struct{ flag, url, want string }{
-		{"x.db", "bolt:/ignored.db", "x.db"},
-		{"", "", "./data/runtime.db"},
-		{"", "bolt:///var/lib/rt.db", "/var/lib/rt.db"},
-		{"", "bolt:data/rt.db", "data/rt.db"},
-		{"", "bolt://data/rt.db", "data/rt.db"},
-		{"", "/srv/rt.db", "/srv/rt.db"},
+func TestResolveDB(t *testing.T) {
+	cases := []struct {
+		flag, url string
+		want      runtimeDB
+	}{
+		{"x.db", "bolt:/ignored.db", runtimeDB{path: "x.db"}},
+		{"", "", runtimeDB{path: "./data/runtime.db"}},
+		{"", "bolt:///var/lib/rt.db", runtimeDB{path: "/var/lib/rt.db"}},
+		{"", "bolt:data/rt.db", runtimeDB{path: "data/rt.db"}},
+		{"", "bolt://data/rt.db", runtimeDB{path: "data/rt.db"}},
+		{"", "/srv/rt.db", runtimeDB{path: "/srv/rt.db"}},
+		{"", "postgres://rt@db/turnledger", runtimeDB{url: "postgres://rt@db/turnledger"}},
+		{"postgresql://rt@db/x", "bolt:/ignored.db", runtimeDB{url: "postgresql://rt@db/x"}},
 	}
 	for _, tc := range cases {
-		got, err := resolveDBPath(tc.flag, tc.url, "DATABASE_URL")
+		got, err := resolveDB(tc.flag, tc.url, "DATABASE_URL")
 		if err != nil || got != tc.want {
-			t.Errorf("resolveDBPath(%q, %q) = %q, %v, want %q", tc.flag, tc.url, got, err, tc.want)
+			t.Errorf("resolveDB(%q, %q) = %+v, %v, want %+v", tc.flag, tc.url, got, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"postgres://x/y", "mysql://x", "bolt:"} {
-		if _, err := resolveDBPath("", bad, "DATABASE_URL"); err == nil {
-			t.Errorf("resolveDBPath(%q) = nil error, want one", bad)
+	for _, bad := range []string{"mysql://x", "bolt:", "Postgres://x/y"} {
+		if _, err := resolveDB("", bad, "DATABASE_URL"); err == nil {
+			t.Errorf("resolveDB(%q) = nil error, want one", bad)
 		}
 	}
 }

@@ -17,38 +17,60 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address of the API (loopback by default)")
 	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "data directory: projections, admin token, embedded NATS store")
-	fs.StringVar(&cfg.NATSURL, "nats-url", "", "use this NATS server or cluster instead of the embedded one")
+	fs.StringVar(&cfg.NATSURL, "nats-url", "", "use this NATS server or cluster (comma-separated URLs) instead of the embedded one")
+	fs.IntVar(&cfg.Ledger.Replicas, "replicas", cfg.Ledger.Replicas, "replicas of the ledger stream when serve creates it (3 on a 3-node cluster); an existing stream is used as it is")
+	addNATSFlags(fs, &cfg.NATSAuth)
 	fs.DurationVar(&cfg.Kernel.ClaimTTL, "claim-ttl", cfg.Kernel.ClaimTTL, "lease of a claim; renew extends it by as much")
 	fs.DurationVar(&cfg.Kernel.CredentialTTL, "credential-ttl", cfg.Kernel.CredentialTTL, "lifetime of an agent credential")
 	fs.DurationVar(&cfg.ReapInterval, "reap-interval", cfg.ReapInterval, "how often expired claims are released (0 turns the reaper off)")
+	fs.BoolVar(&cfg.MetricsOpen, "metrics-public", false, "serve /metrics to any client (by default only to loopback clients)")
 	fs.IntVar(&cfg.Kernel.MaxDepth, "max-depth", cfg.Kernel.MaxDepth, "deepest child Turn")
 	fs.Func("sync", "embedded NATS durability: always (fsync each append: survives power loss; the default) or interval (fsync every 2m: survives a process crash)", syncFlag(&cfg.Sync))
+	var logOpts logOptions
+	logOpts.register(fs)
+	cfg.Limits.flags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: turnledger serve [flags]")
-		fmt.Fprintln(stderr, "\nServes the agent work coordination API. The admin bearer token is")
-		fmt.Fprintln(stderr, "TURNLEDGER_ADMIN_TOKEN, or else the one kept in <data>/admin-token (made on first start).")
-		fmt.Fprintln(stderr, "\nFlags:")
+		w := fs.Output()
+		fmt.Fprintln(w, "Usage: turnledger serve [flags]")
+		fmt.Fprintln(w, "\nServes the agent work coordination API. The admin bearer token is")
+		fmt.Fprintln(w, "TURNLEDGER_ADMIN_TOKEN, or else the one kept in <data>/admin-token (made on first start).")
+		fmt.Fprintln(w, "Every route, with who may call it, its body and its response: docs/api.md.")
+		fmt.Fprintln(w, natsEnvHelp)
+		fmt.Fprintln(w, "\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, strings.Join(fs.Args(), " "))
 	}
+	logger, err := logOpts.logger(stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	cfg.RequestLog = true
+	if err := cfg.Limits.validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	cfg.Limits.setMemoryLimit()
 	cfg.AdminToken = os.Getenv("TURNLEDGER_ADMIN_TOKEN")
+	warnIfNotLoopback(logger, cfg.Addr)
+	cfg.NATSAuth.fromEnv(os.Getenv)
+	if err := cfg.NATSAuth.validate(cfg.NATSURL); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	s, err := startService(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	backend := "embedded NATS (JetStream under " + cfg.DataDir + "/nats)"
 	if cfg.NATSURL != "" {
-		backend = "NATS at " + redactURL(cfg.NATSURL)
+		backend = "NATS at " + redactURLs(cfg.NATSURL)
 	}
 	fmt.Fprintf(stdout, "turnledger serving on %s, ledger on %s, projections in %s/projections.db\n", s.URL(), backend, cfg.DataDir)
+	fmt.Fprintf(stdout, "web console: %s/console/ (sign in with the admin bearer token)\n", s.URL())
 	if s.tokenPath != "" {
 		fmt.Fprintf(stdout, "admin bearer token: in %s (set TURNLEDGER_ADMIN_TOKEN to choose your own)\n", s.tokenPath)
 	} else {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/turnledger/turnledger/console"
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
@@ -28,13 +29,17 @@ import (
 type serviceConfig struct {
 	Addr         string        // listen address of the API
 	DataDir      string        // projections, the admin token, and the embedded NATS store
-	NATSURL      string        // an existing NATS server; empty starts the embedded one
+	NATSURL      string        // an existing NATS server or cluster (comma-separated URLs); empty starts the embedded one
+	NATSAuth     natsAuth      // credentials and TLS for NATSURL
 	AdminToken   string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
+	MetricsOpen  bool          // serve /metrics to any client, not only loopback ones
 	ReapInterval time.Duration // 0 turns the background reaper off
 	Sync         ledger.Sync   // durability of the embedded server (--sync)
+	Limits       limits
 	Kernel       kernel.Config
 	Ledger       ledger.Config
 	Logger       *slog.Logger
+	RequestLog   bool // one log line per request (httpapi.RequestLog)
 }
 
 func defaultServiceConfig() serviceConfig {
@@ -43,6 +48,7 @@ func defaultServiceConfig() serviceConfig {
 		DataDir:      "./data",
 		ReapInterval: 5 * time.Second,
 		Sync:         ledger.SyncAlways,
+		Limits:       defaultLimits(),
 		Kernel:       kernel.DefaultConfig(),
 		Ledger:       ledger.DefaultConfig(),
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, nil)),
@@ -59,6 +65,7 @@ type service struct {
 	store     *projection.Store
 	engine    *kernel.Engine
 	projector *projection.Projector
+	reaper    *kernel.Reaper
 	api       *httpapi.Server
 	http      *http.Server
 	listener  net.Listener
@@ -68,11 +75,7 @@ type service struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-
-	mu         sync.Mutex
-	lastReap   time.Time
-	reapedN    int
-	lastReapEr string
+	lag    lagWatch
 }
 
 // startService opens every part and starts serving. Close stops it.
@@ -97,7 +100,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 			return nil, err
 		}
 	}
-	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.Ledger, cfg.Sync); err != nil {
+	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.NATSAuth, cfg.Ledger, cfg.Sync); err != nil {
 		return nil, err
 	}
 	if err := s.openProjections(filepath.Join(cfg.DataDir, "projections.db")); err != nil {
@@ -110,7 +113,8 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	} else if s.healed {
 		s.healUntil = head
 	}
-	if s.engine, err = kernel.NewEngine(s.ledger, cfg.Kernel); err != nil {
+	metrics := newMetrics() // the one Prometheus registry (metrics.go)
+	if s.engine, err = kernel.NewEngine(timedLedger{s.ledger, metrics.appends}, cfg.Kernel); err != nil {
 		return nil, err
 	}
 	s.projector = projection.NewProjector(s.store, s.ledger)
@@ -121,30 +125,42 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 		defer s.wg.Done()
 		s.projector.Run(runCtx)
 	}()
-	if err := s.engine.Preload(ctx, mustProjects(s.store)); err != nil {
+	projects, err := s.store.Projects()
+	if err != nil {
 		return nil, err
 	}
-	if cfg.ReapInterval > 0 {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.reap(runCtx)
-		}()
+	if err := s.engine.Preload(ctx, projects); err != nil {
+		return nil, err
 	}
+	s.reaper = kernel.NewReaper(s.engine, s.store, cfg.ReapInterval, cfg.Logger)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.reaper.Run(runCtx)
+	}()
 
 	hcfg := httpapi.DefaultConfig()
 	hcfg.AdminTokenHash = kernel.HashSecret(token)
 	hcfg.Ready = s.ready
 	hcfg.Diagnostics = s.diagnostics
 	hcfg.Now = cfg.Kernel.Now
+	hcfg.Metrics = httpapi.MetricsConfig{Handler: metrics.handler(), FromAnywhere: cfg.MetricsOpen, Observer: metrics}
 	hcfg.Logger = cfg.Logger
+	cfg.Limits.apply(&hcfg)
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
 	}
+	metrics.watch(s)
 	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	s.http = &http.Server{Handler: s.api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	s.listener = cfg.Limits.listen(s.listener)
+	var handler http.Handler = console.Mount(s.api)
+	if cfg.RequestLog {
+		handler = httpapi.RequestLog(cfg.Logger, handler)
+	}
+	s.http = cfg.Limits.server(handler)
+	s.http.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -158,7 +174,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 // openLedger connects to NATS — the embedded server with its store under
 // dataDir/nats, or the server at natsURL — and opens the ledger on it. On
 // error everything opened is closed again.
-func openLedger(ctx context.Context, dataDir, natsURL string, cfg ledger.Config, sync ledger.Sync) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
+func openLedger(ctx context.Context, dataDir, natsURL string, auth natsAuth, cfg ledger.Config, sync ledger.Sync) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
 	defer func() {
 		if err != nil {
 			if nc != nil {
@@ -178,8 +194,8 @@ func openLedger(ctx context.Context, dataDir, natsURL string, cfg ledger.Config,
 		if nc, err = emb.Connect(); err != nil {
 			return nil, nil, nil, err
 		}
-	} else if nc, err = nats.Connect(natsURL, nats.Name("turnledger"), nats.MaxReconnects(-1)); err != nil {
-		return nil, nil, nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(natsURL), err)
+	} else if nc, err = nats.Connect(natsURL, auth.options()...); err != nil {
+		return nil, nil, nil, fmt.Errorf("connect to NATS at %s: %w", redactURLs(natsURL), err)
 	}
 	if l, err = ledger.Open(ctx, nc, cfg); err != nil {
 		return nil, nil, nil, err
@@ -193,6 +209,9 @@ func (s *service) URL() string { return "http://" + s.listener.Addr().String() }
 // Close stops serving and closes every part, the last opened first.
 func (s *service) Close() error {
 	var errs []error
+	if s.api != nil {
+		s.api.StopWaiting() // long polls and event streams end, so Shutdown does not wait for them
+	}
 	if s.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, s.http.Shutdown(ctx))
@@ -216,71 +235,16 @@ func (s *service) Close() error {
 	return errors.Join(errs...)
 }
 
-// reap releases expired claims every interval until ctx ends.
-func (s *service) reap(ctx context.Context) {
-	t := time.NewTicker(s.cfg.ReapInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := s.engine.Preload(ctx, mustProjects(s.store)); err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Warn("reaper: load projects", "err", err)
-		}
-		n, err := s.engine.Reap(ctx)
-		s.mu.Lock()
-		s.lastReap, s.reapedN = s.cfg.Kernel.Now().UTC(), s.reapedN+n
-		s.lastReapEr = ""
-		if err != nil {
-			s.lastReapEr = err.Error()
-		}
-		s.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Warn("reaper", "err", err)
-		}
-	}
-}
-
-func mustProjects(st *projection.Store) []string {
-	ps, _ := st.Projects()
-	return ps
-}
-
-// readiness is the body of /readyz.
+// readiness is the body of /readyz: each part's own report.
 type readiness struct {
-	Status      string          `json:"status"` // "ready" or "not_ready"
-	Backend     backendReport   `json:"backend"`
-	Projections projectionState `json:"projections"`
-	Reaper      reaperReport    `json:"reaper"`
-}
-
-type backendReport struct {
-	Kind        string `json:"kind"` // "embedded" or "external"
-	URL         string `json:"url,omitempty"`
-	Server      string `json:"server_version"`
-	Stream      string `json:"stream"`
-	Expectation string `json:"expectation"` // "project" or "stream"
-	LedgerHead  uint64 `json:"ledger_head"`
-	Error       string `json:"error,omitempty"`
-}
-
-type projectionState struct {
-	AppliedSeq uint64 `json:"applied_seq"`
-	Lag        uint64 `json:"lag"`
-	Failing    bool   `json:"failing"`
-	LastError  string `json:"last_error,omitempty"`
-	Rebuilding bool   `json:"rebuilding,omitempty"` // a damaged file was moved aside and is being rebuilt
-}
-
-type reaperReport struct {
-	Enabled       bool       `json:"enabled"`
-	Interval      string     `json:"interval"`
-	ClaimTTL      string     `json:"claim_ttl"`
-	LastRunAt     *time.Time `json:"last_run_at"`
-	ReleasedTotal int        `json:"released_total"`
-	LastError     string     `json:"last_error,omitempty"`
+	Status      string              `json:"status"` // "ready" or "not_ready"
+	Backend     ledger.Report       `json:"backend"`
+	Projections projection.Health   `json:"projections"`
+	Reaper      kernel.ReaperStatus `json:"reaper"`
+	// Stream is the ledger stream's own status: its replicas, storage and
+	// leader (absent when it cannot be read).
+	Stream *ledger.StreamStatus `json:"stream,omitempty"`
+	Lag    lagReport            `json:"projection_lag"`
 }
 
 // probeTimeout bounds the ledger look-ups of /readyz and of the diagnostics,
@@ -290,33 +254,24 @@ const probeTimeout = 2 * time.Second
 func (s *service) ready(ctx context.Context) (any, bool) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	r := readiness{Status: "ready"}
-	r.Backend = backendReport{Kind: "embedded", Server: s.nc.ConnectedServerVersion(), Stream: s.cfg.Ledger.Stream, Expectation: string(s.ledger.Mode())}
+	r := readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status()}
+	r.Backend.Kind = "embedded"
 	if s.embedded == nil {
-		r.Backend.Kind, r.Backend.URL = "external", redactURL(s.cfg.NATSURL)
+		r.Backend.Kind, r.Backend.URL = "external", redactURLs(s.cfg.NATSURL)
 	}
-	head, err := s.ledger.Head(ctx)
-	if err != nil {
-		r.Status, r.Backend.Error = "not_ready", err.Error()
+	if stream, err := s.ledger.Status(ctx); err == nil {
+		r.Stream = &stream
 	}
-	r.Backend.LedgerHead = head
-	st := s.projector.Status()
-	r.Projections = projectionState{AppliedSeq: st.Checkpoint, Failing: st.Failing, LastError: st.LastError}
-	if head > st.Checkpoint {
-		r.Projections.Lag = head - st.Checkpoint
+	r.Projections = s.projector.Health(r.Backend.LedgerHead)
+	if r.Backend.Error == "" {
+		if r.Lag = s.lag.check(s.cfg.Kernel.Now(), r.Backend.LedgerHead, r.Projections.AppliedSeq); !r.Lag.WithinBound {
+			r.Status = "not_ready"
+		}
 	}
-	if st.Failing {
+	if r.Backend.Error != "" || r.Projections.Failing {
 		r.Status = "not_ready"
 	}
 	s.readyProjections(&r)
-	s.mu.Lock()
-	r.Reaper = reaperReport{Enabled: s.cfg.ReapInterval > 0, Interval: s.cfg.ReapInterval.String(), ClaimTTL: s.cfg.Kernel.ClaimTTL.String(),
-		ReleasedTotal: s.reapedN, LastError: s.lastReapEr}
-	if !s.lastReap.IsZero() {
-		t := s.lastReap
-		r.Reaper.LastRunAt = &t
-	}
-	s.mu.Unlock()
 	return r, r.Status == "ready"
 }
 
@@ -324,14 +279,16 @@ func (s *service) diagnostics(ctx context.Context) []httpapi.Diagnostic {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var d []httpapi.Diagnostic
-	st := s.projector.Status()
-	if st.Failing {
-		d = append(d, httpapi.Diagnostic{Code: "projection_failing", Message: "the projector cannot follow the ledger: " + st.LastError})
+	head, err := s.ledger.Head(ctx)
+	h := s.projector.Health(head)
+	if err != nil {
+		h.Lag = 0 // unknown without the head
 	}
-	if head, err := s.ledger.Head(ctx); err != nil {
+	for _, p := range h.Problems() {
+		d = append(d, httpapi.Diagnostic{Code: p.Code, Message: p.Message})
+	}
+	if err != nil {
 		d = append(d, httpapi.Diagnostic{Code: "ledger_unreachable", Message: "the ledger head cannot be read: " + err.Error()})
-	} else if head > st.Checkpoint {
-		d = append(d, httpapi.Diagnostic{Code: "projection_lag", Message: fmt.Sprintf("projections are %d events behind the ledger (applied %d, head %d)", head-st.Checkpoint, st.Checkpoint, head)})
 	}
 	return d
 }

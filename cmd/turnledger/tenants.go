@@ -16,8 +16,10 @@ import (
 
 const tenantsUsage = `Usage: turnledger tenants <add|suspend|activate|delete|list> [flags]
 
-Administer the runtime's tenant allowlist, in the same bbolt file the
-runtime uses (stop the runtime first: bbolt allows one process at a time).
+Administer the runtime's tenant allowlist, in the database the runtime
+uses. On PostgreSQL it works while runtimes run, and brings a fresh
+database's schema up to date first (so --db must be the schema owner's URL).
+A bbolt file allows one process at a time: stop the runtime first.
 
   tenants add --idp-tenant-id ID [--plan PLAN]   allowlist a tenant (status active)
   tenants suspend ID                             active → suspended (403 "tenant access is suspended")
@@ -26,7 +28,8 @@ runtime uses (stop the runtime first: bbolt allows one process at a time).
   tenants list [--json]                          every tenant
 
 ID is the tenant's internal id or its idp_tenant_id. Every subcommand takes
---db (default: DATABASE_ADMIN_URL, else DATABASE_URL, else ./data/runtime.db).
+--db: a postgres:// URL or a bbolt file (default: DATABASE_ADMIN_URL, else
+DATABASE_URL, else ./data/runtime.db).
 `
 
 func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -45,7 +48,7 @@ func tenantsMain(ctx context.Context, args []string, getenv func(string) string,
 	sub := args[0]
 	fs := flag.NewFlagSet("tenants "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	db := fs.String("db", "", "bbolt database file (default: DATABASE_ADMIN_URL, else DATABASE_URL, else "+defaultRuntimeDB+")")
+	db := fs.String("db", "", "postgres:// URL of the schema owner, or a bbolt database file (default: DATABASE_ADMIN_URL, else DATABASE_URL, else "+defaultRuntimeDB+")")
 	var idpTenantID, plan *string
 	var asJSON *bool
 	nargs := 1
@@ -70,13 +73,8 @@ func tenantsMain(ctx context.Context, args []string, getenv func(string) string,
 	var positional []string
 	rest := args[1:]
 	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(stdout)
-				fs.Usage()
-				return nil
-			}
-			return &runtimeExit{code: 2}
+		if help, err := parseFlags(fs, rest, stdout); help || err != nil {
+			return err
 		}
 		if fs.NArg() == 0 {
 			break
@@ -99,11 +97,18 @@ func tenantsMain(ctx context.Context, args []string, getenv func(string) string,
 	if dbURL == "" {
 		dbURL, name = getenv("DATABASE_URL"), "DATABASE_URL"
 	}
-	path, err := resolveDBPath(*db, dbURL, name)
+	target, err := resolveDB(*db, dbURL, name)
 	if err != nil {
 		return &runtimeExit{code: 1, msg: "turnledger tenants: " + err.Error()}
 	}
-	store, err := openStore(path)
+	// Only add writes a new tenant: every other subcommand reads or changes
+	// tenants that must already be there, and never creates a store.
+	if sub != "add" && target.url == "" {
+		if _, err := os.Stat(target.path); errors.Is(err, os.ErrNotExist) {
+			return &runtimeExit{code: 1, msg: fmt.Sprintf("turnledger tenants %s: no runtime database at %s (it is made by `turnledger runtime` or `turnledger tenants add`; choose another with --db, DATABASE_ADMIN_URL or DATABASE_URL)", sub, target.path)}
+		}
+	}
+	store, err := openTenantAdmin(ctx, target)
 	if err != nil {
 		return &runtimeExit{code: 1, msg: "turnledger tenants: " + err.Error()}
 	}

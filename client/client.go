@@ -1,0 +1,168 @@
+// Package client is the Go client of the turnledger coordination API. It
+// uses the standard library only and imports no server package, so a
+// program that uses it gets no server dependencies.
+//
+// A Client is made by New with the base URL and the credentials it sends:
+// an agent's three headers (WithAgent) or the admin bearer (WithAdminToken).
+// It has one method per route of the API, named after the route's OpenAPI
+// operationId, with ctx first; request and response types mirror the JSON
+// of the OpenAPI document (GET /openapi.json). A refused request returns an
+// *Error carrying the HTTP status and the service's error name and message:
+//
+//	t, err := c.GetTurn(ctx, "demo", id)
+//	var ce *client.Error
+//	if errors.As(err, &ce) && ce.Status == 404 { ... }
+//	if errors.Is(err, client.ErrNotFound) { ... } // the same, by error name
+//
+// Beyond the routes: ClaimTurn long-polls (wait), a Worker claims Turns and
+// runs a handler with automatic claim renewal, cancellation and graceful
+// shutdown, and Follow iterates over a feed through its event stream,
+// reconnecting from the last ledger_seq seen.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Client calls the coordination API. It is safe for concurrent use.
+type Client struct {
+	base    string
+	http    *http.Client
+	project string // agent credentials: the three headers
+	agent   string
+	token   string
+	admin   string // the admin bearer, when no agent credentials
+	ua      string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient sets the http.Client requests go through (default
+// http.DefaultClient). Do not give it a Timeout shorter than the longest
+// long-poll wait or stream you use; bound calls with their ctx instead.
+func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// WithAgent makes the client authenticate as an agent: X-Svc-Project-Id,
+// X-Svc-Agent-Id and Authorization: Bearer <token>.
+func WithAgent(project, agent, token string) Option {
+	return func(c *Client) { c.project, c.agent, c.token = project, agent, token }
+}
+
+// WithAdminToken makes the client authenticate with the admin bearer.
+func WithAdminToken(token string) Option { return func(c *Client) { c.admin = token } }
+
+// WithUserAgent sets the User-Agent header.
+func WithUserAgent(ua string) Option { return func(c *Client) { c.ua = ua } }
+
+// New returns a client of the API at baseURL (e.g. http://127.0.0.1:8000).
+func New(baseURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: base URL %q must be an absolute http or https URL", baseURL)
+	}
+	c := &Client{base: strings.TrimRight(baseURL, "/"), http: http.DefaultClient, ua: "turnledger-go-client"}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Agent returns the project and agent the client authenticates as (empty
+// for an admin client).
+func (c *Client) Agent() (project, agent string) { return c.project, c.agent }
+
+// newRequest builds a request with the client's credentials.
+func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, body any) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		var b []byte
+		switch v := body.(type) {
+		case json.RawMessage:
+			b = v
+		default:
+			var err error
+			if b, err = json.Marshal(body); err != nil {
+				return nil, fmt.Errorf("client: encode %s %s: %w", method, path, err)
+			}
+		}
+		rd = bytes.NewReader(b)
+	}
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.ua != "" {
+		req.Header.Set("User-Agent", c.ua)
+	}
+	switch {
+	case c.agent != "":
+		req.Header.Set("X-Svc-Project-Id", c.project)
+		req.Header.Set("X-Svc-Agent-Id", c.agent)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	case c.admin != "":
+		req.Header.Set("Authorization", "Bearer "+c.admin)
+	}
+	return req, nil
+}
+
+// do sends a request and decodes a 200 answer into out (when not nil). It
+// reports whether the body was JSON null.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out any) (null bool, err error) {
+	req, err := c.newRequest(ctx, method, path, q, body)
+	if err != nil {
+		return false, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false, fmt.Errorf("client: %s %s: read body: %w", method, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return false, errorFrom(resp.StatusCode, data)
+	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return true, nil
+	}
+	if out == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return false, fmt.Errorf("client: %s %s: decode response: %w", method, path, err)
+	}
+	return false, nil
+}
+
+// projectPath is /v3r1/projects/{project} followed by the parts, each
+// path-escaped.
+func projectPath(project string, parts ...string) string {
+	var b strings.Builder
+	b.WriteString("/v3r1/projects/")
+	b.WriteString(url.PathEscape(project))
+	for _, p := range parts {
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// seg escapes one path segment.
+func seg(s string) string { return url.PathEscape(s) }

@@ -1,0 +1,335 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Job is one claimed Turn handed to a Handler.
+type Job struct {
+	Claim ClaimToken // the live claim (its ExpiresAt moves as it is renewed)
+	Turn  Turn       // the Turn as claimed
+
+	c    *Client
+	stop func() // asks the handler to stop: a stop was requested
+
+	mu            sync.Mutex
+	stopRequested bool
+}
+
+// Append appends a semantic record under the job's claim. A record
+// answered with stop_requested cancels the handler's context.
+func (j *Job) Append(ctx context.Context, role string, payload any) (*RecordResult, error) {
+	claim := j.claim()
+	res, err := j.c.AppendSemanticRecord(ctx, claim, role, payload)
+	if err == nil && res.StopRequested {
+		j.markStop()
+	}
+	return res, err
+}
+
+// StopRequested reports whether an operator asked to stop the Turn; the
+// handler's context is cancelled then too.
+func (j *Job) StopRequested() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.stopRequested
+}
+
+func (j *Job) claim() ClaimToken {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.Claim
+}
+
+func (j *Job) markStop() {
+	j.mu.Lock()
+	j.stopRequested = true
+	j.mu.Unlock()
+	j.stop()
+}
+
+// Result is what a handler finished a Turn with. An empty Outcome is
+// "succeeded"; FinalPayload (nil for none) is encoded as JSON and recorded
+// with FinalRecordRole (default "final").
+type Result struct {
+	Outcome         string
+	FinalPayload    any
+	FinalRecordRole string
+}
+
+// Handler does the work of one Turn. Its context is cancelled when a stop of
+// the Turn is requested, when the claim is lost (expired and taken, or
+// fenced), or when a shutdown runs out of patience. A nil error finishes the
+// Turn with the Result; an error finishes it as failed, or as stopped when a
+// stop was requested.
+type Handler func(ctx context.Context, job *Job) (Result, error)
+
+// WorkerConfig configures a Worker.
+type WorkerConfig struct {
+	Project, Agent string // who works: the client's agent by default
+	// Capacity is how many Turns run at once; 0 reads the agent's capacity.
+	Capacity int
+	// Wait is the long-poll wait of each claim request (default 30s).
+	Wait time.Duration
+	// RenewFraction: a claim is renewed when this fraction of its remaining
+	// lease has passed (default 1/3).
+	RenewFraction float64
+	// ShutdownGrace is how long Run waits, once its ctx ends, for running
+	// handlers before it cancels their contexts (default 30s). A handler
+	// cancelled this way leaves its Turn unfinished: the claim expires and
+	// the Turn is queued again for another worker.
+	ShutdownGrace time.Duration
+	// RetryDelay is the pause after a failed claim request (default 1s).
+	RetryDelay time.Duration
+	// PresenceInterval is how often the worker reports the agent's
+	// presence (heartbeat-presence) while it runs, so that an idle worker
+	// still shows online (default 30s; negative turns it off).
+	PresenceInterval time.Duration
+	Logger           *slog.Logger
+}
+
+// Worker claims the agent's Turns with long polls and runs a Handler for
+// each, at most Capacity at once, renewing each claim on its own.
+type Worker struct {
+	c   *Client
+	cfg WorkerConfig
+	h   Handler
+}
+
+// NewWorker returns a Worker that runs h for the Turns of cfg.Agent.
+func (c *Client) NewWorker(cfg WorkerConfig, h Handler) (*Worker, error) {
+	if cfg.Project == "" && cfg.Agent == "" {
+		cfg.Project, cfg.Agent = c.project, c.agent
+	}
+	var errs []error
+	if cfg.Project == "" || cfg.Agent == "" {
+		errs = append(errs, errors.New("client: a worker needs a project and an agent (WorkerConfig or WithAgent)"))
+	}
+	if h == nil {
+		errs = append(errs, errors.New("client: a worker needs a handler"))
+	}
+	if cfg.Capacity < 0 || cfg.Wait < 0 || cfg.Wait > time.Minute || cfg.RenewFraction < 0 || cfg.RenewFraction >= 1 {
+		errs = append(errs, errors.New("client: capacity must be >= 0, wait 0 to 1m, renew fraction in [0, 1)"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = 30 * time.Second
+	}
+	if cfg.RenewFraction == 0 {
+		cfg.RenewFraction = 1.0 / 3
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = 30 * time.Second
+	}
+	if cfg.RetryDelay == 0 {
+		cfg.RetryDelay = time.Second
+	}
+	if cfg.PresenceInterval == 0 {
+		cfg.PresenceInterval = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Worker{c: c, cfg: cfg, h: h}, nil
+}
+
+// errShutdown and errClaimLost are why a handler's context was cancelled.
+var (
+	errShutdown      = errors.New("client: worker shutting down")
+	errClaimLost     = errors.New("client: the claim was lost")
+	errStopRequested = errors.New("client: a stop of the Turn was requested")
+)
+
+// Run claims and runs Turns until ctx ends, then shuts down gracefully: no
+// new claims; running handlers get ShutdownGrace to finish before their
+// contexts are cancelled; Run returns once all have returned. It returns nil
+// after a shutdown, or an error when the agent's capacity cannot be read.
+func (w *Worker) Run(ctx context.Context) error {
+	capacity := w.cfg.Capacity
+	if capacity == 0 {
+		a, err := w.c.GetAgent(ctx, w.cfg.Project, w.cfg.Agent)
+		if err != nil {
+			return fmt.Errorf("client: worker: read the agent's capacity: %w", err)
+		}
+		capacity = max(a.Capacity, 1)
+	}
+	// Handlers run under hard, which outlives ctx by the grace period.
+	hard, cancelHard := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelHard(nil)
+	slots := make(chan struct{}, capacity)
+	var wg sync.WaitGroup
+	defer func() {
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		t := time.NewTimer(w.cfg.ShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			cancelHard(errShutdown)
+			<-done
+		}
+	}()
+	if w.cfg.PresenceInterval > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.presence(ctx)
+		}()
+	}
+	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		res, err := w.c.ClaimTurn(ctx, w.cfg.Project, w.cfg.Agent, w.cfg.Wait)
+		if err != nil || res == nil {
+			<-slots
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				w.cfg.Logger.Warn("turnledger worker: claim", "err", err)
+				t := time.NewTimer(w.cfg.RetryDelay)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return nil
+				case <-t.C:
+				}
+			}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			w.run(hard, res)
+		}()
+	}
+	return nil
+}
+
+// run handles one claimed Turn.
+func (w *Worker) run(hard context.Context, res *ClaimResult) {
+	ctx, cancel := context.WithCancelCause(hard)
+	defer cancel(nil)
+	job := &Job{Claim: res.Claim, Turn: res.Turn, c: w.c, stop: func() { cancel(errStopRequested) }}
+	if res.Turn.StopRequested {
+		job.markStop()
+	}
+	renewDone := make(chan struct{})
+	go func() {
+		defer close(renewDone)
+		w.renew(ctx, job, cancel)
+	}()
+	result, herr := w.safeHandle(ctx, job)
+	cause := context.Cause(ctx)
+	cancel(nil)
+	<-renewDone
+	log := w.cfg.Logger.With("turn_id", res.Turn.TurnID)
+	switch {
+	case errors.Is(cause, errClaimLost):
+		log.Warn("turnledger worker: the claim was lost; the Turn is not finished here")
+		return
+	case errors.Is(cause, errShutdown):
+		log.Warn("turnledger worker: shutdown cancelled the handler; the claim will expire and the Turn be queued again")
+		return
+	}
+	req := FinishRequest{Outcome: result.Outcome, FinalPayload: result.FinalPayload, FinalRecordRole: result.FinalRecordRole}
+	switch {
+	case herr != nil && job.StopRequested():
+		req = FinishRequest{Outcome: "stopped", FinalPayload: map[string]any{"error": herr.Error()}}
+	case herr != nil:
+		req = FinishRequest{Outcome: "failed", FinalPayload: map[string]any{"error": herr.Error()}}
+	case req.Outcome == "":
+		req.Outcome = "succeeded"
+	}
+	if req.FinalRecordRole == "" {
+		req.FinalRecordRole = "final"
+	}
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(hard), 30*time.Second)
+	defer fcancel()
+	if _, err := w.c.FinishTurn(fctx, job.claim(), req); err != nil {
+		log.Warn("turnledger worker: finish", "outcome", req.Outcome, "err", err)
+	}
+}
+
+// presence reports the agent's presence at once and then every
+// PresenceInterval until ctx ends.
+func (w *Worker) presence(ctx context.Context) {
+	t := time.NewTicker(w.cfg.PresenceInterval)
+	defer t.Stop()
+	for {
+		if _, err := w.c.HeartbeatPresence(ctx, w.cfg.Project, w.cfg.Agent); err != nil && ctx.Err() == nil {
+			w.cfg.Logger.Warn("turnledger worker: presence", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// safeHandle runs the handler, turning a panic into an error.
+func (w *Worker) safeHandle(ctx context.Context, job *Job) (res Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("handler panicked: %v", v)
+		}
+	}()
+	return w.h(ctx, job)
+}
+
+// renew renews the job's claim each time RenewFraction of its remaining
+// lease has passed, until ctx ends. A refused renewal (the claim fenced,
+// expired or gone) cancels the handler; a stop request too.
+func (w *Worker) renew(ctx context.Context, job *Job, cancel context.CancelCauseFunc) {
+	failures := 0
+	for {
+		left := time.Until(job.claim().ExpiresAt)
+		wait := time.Duration(float64(left) * w.cfg.RenewFraction)
+		if failures > 0 {
+			wait = min(wait, w.cfg.RetryDelay)
+		}
+		t := time.NewTimer(max(wait, 10*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		res, err := w.c.RenewClaim(ctx, job.claim())
+		var ce *Error
+		switch {
+		case err == nil:
+			failures = 0
+			job.mu.Lock()
+			job.Claim = res.Claim
+			job.mu.Unlock()
+			if res.StopRequested && !job.StopRequested() {
+				job.markStop()
+			}
+		case ctx.Err() != nil:
+			return
+		case errors.As(err, &ce) && ce.Status >= 400 && ce.Status < 500:
+			cancel(errClaimLost)
+			return
+		default:
+			failures++ // the server or the network: try again soon, until the lease runs out
+			if time.Until(job.claim().ExpiresAt) <= 0 {
+				cancel(errClaimLost)
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	tl "github.com/turnledger/turnledger/client"
+)
+
+// runAgents runs `turnledger agents list` through the HTTP API.
+func runAgents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const use = "turnledger agents list --project P [--limit N]"
+	if len(args) == 0 || args[0] != "list" {
+		return fmt.Errorf("%w: %s", errUsage, use)
+	}
+	fs := flag.NewFlagSet("agents list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var a apiFlags
+	a.register(fs)
+	limit := fs.Int("limit", 500, "how many agents at most (1 to 500)")
+	if done, err := parseAPIFlags(fs, args[1:]); done {
+		return err
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	pg, err := c.ListAgents(ctx, a.project, tl.AgentQuery{Limit: *limit})
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tROLE\tADMITTING\tCLAIMS\tCAPACITY\tPRESENCE\tCAPABILITIES")
+	for _, ag := range pg.Items {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%s\t%s\n", ag.AgentID, ag.Role, ag.Admitting, ag.ActiveClaims, ag.Capacity, ag.Presence, strings.Join(ag.Capabilities, ","))
+	}
+	return tw.Flush()
+}

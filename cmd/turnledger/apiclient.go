@@ -1,0 +1,72 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	tl "github.com/turnledger/turnledger/client"
+)
+
+// apiFlags are the flags of the subcommands that read the engine through
+// its HTTP API with the admin token (feed, turns, agents).
+type apiFlags struct {
+	url, token, data, project string
+}
+
+func (a *apiFlags) register(fs *flag.FlagSet) {
+	def := os.Getenv("TURNLEDGER_URL")
+	if def == "" {
+		def = "http://127.0.0.1:8000"
+	}
+	fs.StringVar(&a.url, "url", def, "base URL of turnledger serve (or TURNLEDGER_URL)")
+	fs.StringVar(&a.token, "token", "", "admin bearer token (default: TURNLEDGER_ADMIN_TOKEN, else <data>/admin-token)")
+	fs.StringVar(&a.data, "data", "./data", "data directory of the local serve, where its admin-token is kept")
+	fs.StringVar(&a.project, "project", "", "project id (required)")
+}
+
+// client returns an admin client of the engine.
+func (a *apiFlags) client() (*tl.Client, error) {
+	if a.project == "" {
+		return nil, fmt.Errorf("%w: --project is required", errUsage)
+	}
+	token, err := adminTokenFor(a.token, a.data)
+	if err != nil {
+		return nil, err
+	}
+	return tl.New(a.url, tl.WithAdminToken(token), tl.WithUserAgent("turnledger-cli"))
+}
+
+// adminTokenFor is the admin token to use: the one given, else
+// TURNLEDGER_ADMIN_TOKEN, else the one serve keeps in <data>/admin-token.
+func adminTokenFor(given, dataDir string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	if t := os.Getenv("TURNLEDGER_ADMIN_TOKEN"); t != "" {
+		return t, nil
+	}
+	path := filepath.Join(dataDir, "admin-token")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("no admin token: pass --token, set TURNLEDGER_ADMIN_TOKEN, or run from the directory whose %s serve made", path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read admin token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// parseFlags parses a subcommand's flags; help prints the usage and ends.
+func parseAPIFlags(fs *flag.FlagSet, args []string) (done bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return true, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return false, nil
+}

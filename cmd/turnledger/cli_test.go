@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	tl "github.com/turnledger/turnledger/client"
+	"github.com/turnledger/turnledger/internal/checkfor"
+)
+
+// TestCLIReadsThroughTheAPI: feed tail, turns list|show and agents list
+// against the binary's serve, with the admin token read from the data
+// directory.
+func TestCLIReadsThroughTheAPI(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := startServe(t, dir)
+	t.Setenv("TURNLEDGER_ADMIN_TOKEN", "")
+	ctx := context.Background()
+	adm, _ := tl.New(base, tl.WithAdminToken(engineAdminToken(t, dir)))
+	if _, err := adm.RegisterAgent(ctx, "demo", tl.RegisterRequest{
+		Spec:       tl.AgentSpec{AgentID: "w", Role: "worker", Enabled: true, AcceptsWork: true, Capacity: 1, Capabilities: []string{"summarize"}},
+		Provenance: tl.Provenance{Kind: "test"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--url", base, "--data", dir, "--project", "demo"}
+
+	// feed tail, started before the Turn, prints it live.
+	tailCtx, stopTail := context.WithCancel(ctx)
+	defer stopTail()
+	tail := &syncBuffer{}
+	tailDone := make(chan int, 1)
+	go func() { tailDone <- Main(tailCtx, append([]string{"feed", "tail"}, common...), tail, tail) }()
+	checkfor.Until(t, 10*time.Second, "feed tail to print the registration", func() bool {
+		return strings.Contains(tail.String(), "agent.registered agent/w by admin")
+	})
+	tv, err := adm.DispatchTurn(ctx, "demo", tl.DispatchRequest{
+		RequestedBy: tl.AgentRef{ProjectID: "demo", AgentID: "w"}, TargetAgent: tl.AgentRef{ProjectID: "demo", AgentID: "w"},
+		TurnKind: "summarize", DispatchKey: "d1", Authority: tl.Root("r1"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkfor.Until(t, 10*time.Second, "feed tail to print the dispatch", func() bool {
+		return strings.Contains(tail.String(), "turn.dispatched turn/"+tv.TurnID+" by admin")
+	})
+	stopTail()
+	if code := <-tailDone; code != 0 {
+		t.Errorf("feed tail exited with %d: %s", code, tail.String())
+	}
+
+	run := func(args ...string) string {
+		t.Helper()
+		out := &syncBuffer{}
+		if code := Main(ctx, args, out, out); code != 0 {
+			t.Fatalf("turnledger %v = exit %d: %s", args, code, out.String())
+		}
+		return out.String()
+	}
+	if out := run(append([]string{"turns", "list"}, common...)...); !strings.Contains(out, tv.TurnID) || !strings.Contains(out, "queued") {
+		t.Errorf("turns list =\n%s\nwant the queued Turn", out)
+	}
+	if out := run(append(append([]string{"turns", "list"}, common...), "--state", "finished")...); strings.Contains(out, tv.TurnID) {
+		t.Errorf("turns list --state finished =\n%s\nwant no queued Turn", out)
+	}
+	var shown struct {
+		Turn struct {
+			TurnID string `json:"turn_id"`
+		} `json:"turn"`
+	}
+	if out := run(append(append([]string{"turns", "show"}, common...), tv.TurnID)...); json.Unmarshal([]byte(out), &shown) != nil || shown.Turn.TurnID != tv.TurnID {
+		t.Errorf("turns show =\n%s", out)
+	}
+	if out := run(append([]string{"agents", "list"}, common...)...); !strings.Contains(out, "w ") {
+		t.Errorf("agents list =\n%s\nwant agent w", out)
+	}
+
+	// Errors: a missing project is a usage error; an unknown Turn is the
+	// service's 404.
+	out := &syncBuffer{}
+	if code := Main(ctx, []string{"turns", "list", "--url", base, "--data", dir}, out, out); code != 2 {
+		t.Errorf("turns list without --project = exit %d, want 2", code)
+	}
+	if code := Main(ctx, append(append([]string{"turns", "show"}, common...), "nope"), out, out); code != 1 || !strings.Contains(out.String(), "NotFoundError") {
+		t.Errorf("turns show nope = exit %d %s, want 1 with NotFoundError", code, out.String())
+	}
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestConsoleFeedOverSSE checks that the live feed reads serve's
+// Server-Sent Events: it takes the stream instead of polling, and an event
+// appended later arrives over it.
+func TestConsoleFeedOverSSE(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := startServe(t, dir)
+	s := newConsoleScenario(t, base, dir)
+	var reqs consoleRequests
+	ctx := consoleBrowser(t, &reqs)
+	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "))
+	consoleDo(t, ctx, "open the live feed",
+		chromedp.Navigate(base+"/console/#/p/demo/feed"),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#project-feed[data-mode=stream] li[data-type="turn.claimed"]`)),
+	)
+	s.admin.call("POST", "/v3r1/projects/demo/management/turns/"+s.other+":stop", map[string]any{
+		"requested_by": agentRef("demo", "planner"), "meta": nil, "trace": nil}, 200)
+	consoleDo(t, ctx, "see an event arrive over the stream",
+		chromedp.WaitVisible(css(`#project-feed li[data-type="turn.stopped"]`)),
+	)
+	seqs := consoleGet(t, ctx, "read the feed", chromedp.Evaluate[[]int](`[...document.querySelectorAll('#project-feed li')].map(li => +li.dataset.seq)`))
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] >= seqs[i-1] {
+			t.Fatalf("the feed shows ledger_seq %v: not newest first without repeats", seqs)
+		}
+	}
+	mode := consoleGet(t, ctx, "read the feed's mode", chromedp.Evaluate[string](`document.querySelector('#project-feed').dataset.mode`))
+	if mode != "stream" {
+		t.Errorf("the live feed's mode = %q after events arrived, want stream (serve's SSE, not polling)", mode)
+	}
+}

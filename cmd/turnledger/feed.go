@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	tl "github.com/turnledger/turnledger/client"
+)
+
+// runFeed runs `turnledger feed tail`: it follows a feed over its event
+// stream (reconnecting from the last event seen) and prints one line per
+// event until interrupted.
+func runFeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "tail" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprintln(stdout, "Usage: turnledger feed tail --project P [--after N] [--turn T | --agent A] [--url U] [--token T]")
+			return nil
+		}
+		return fmt.Errorf("%w: turnledger feed tail --project P [--after N] [--turn T | --agent A]", errUsage)
+	}
+	fs := flag.NewFlagSet("feed tail", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var a apiFlags
+	a.register(fs)
+	after := fs.Uint64("after", 0, "start after this ledger_seq")
+	turn := fs.String("turn", "", "follow this Turn's feed instead of the project's")
+	agent := fs.String("agent", "", "follow this agent's feed instead of the project's")
+	if done, err := parseAPIFlags(fs, args[1:]); done {
+		return err
+	}
+	if *turn != "" && *agent != "" {
+		return fmt.Errorf("%w: give --turn or --agent, not both", errUsage)
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	feed := tl.ProjectFeedOf(a.project)
+	switch {
+	case *turn != "":
+		feed = tl.TurnFeedOf(a.project, *turn)
+	case *agent != "":
+		feed = tl.AgentFeedOf(a.project, *agent)
+	}
+	for it, err := range c.Follow(ctx, feed, *after) {
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, feedLine(it))
+	}
+	return nil
+}
+
+// feedLine is one event as `feed tail` prints it:
+//
+//	<ledger_seq> <at> <type> <aggregate>/<id> by <actor>
+func feedLine(it tl.FeedItem) string {
+	actor := it.Actor.Kind
+	if it.Actor.AgentID != "" {
+		actor += ":" + it.Actor.AgentID
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %s %s %s/%s by %s", it.LedgerSeq, it.At.UTC().Format("2006-01-02T15:04:05.000Z"), it.Type, it.Aggregate, it.ID, actor)
+	return b.String()
+}

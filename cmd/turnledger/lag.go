@@ -1,0 +1,61 @@
+package main
+
+import (
+	"sync"
+	"time"
+)
+
+// Bounds of projection lag past which /readyz answers 503.
+const (
+	// maxProjectionLag is the most events the projections may be behind the
+	// ledger's head: about a second of folding at the measured rates.
+	maxProjectionLag = 10_000
+	// maxProjectionStall is how long the projections may stand still while
+	// they are behind the ledger.
+	maxProjectionStall = 15 * time.Second
+)
+
+// lagReport is the projection_lag of /readyz.
+type lagReport struct {
+	Events      uint64 `json:"events"`        // ledger head minus applied ledger_seq
+	MaxEvents   uint64 `json:"max_events"`    // maxProjectionLag
+	StalledFor  string `json:"stalled_for"`   // how long the projections have been behind without advancing ("0s" when they advance or are caught up)
+	MaxStalled  string `json:"max_stalled"`   // maxProjectionStall
+	WithinBound bool   `json:"within_bounds"` // false makes /readyz answer 503
+}
+
+// lagWatch remembers when the projections last advanced or were caught up,
+// across /readyz probes: a projector that has stopped while the ledger moves
+// is behind by an unchanging checkpoint for longer and longer. It only
+// learns when asked, so the stall is measured from the first probe that
+// saw it behind.
+type lagWatch struct {
+	mu         sync.Mutex
+	checkpoint uint64
+	since      time.Time // when checkpoint was last seen to move, or to be caught up
+}
+
+// check reports the lag at now of projections at checkpoint behind a ledger
+// at head.
+func (w *lagWatch) check(now time.Time, head, checkpoint uint64) lagReport {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var behind uint64
+	if head > checkpoint {
+		behind = head - checkpoint
+	}
+	if w.since.IsZero() || behind == 0 || checkpoint != w.checkpoint {
+		w.checkpoint, w.since = checkpoint, now
+	}
+	stalled := now.Sub(w.since)
+	if behind == 0 {
+		stalled = 0
+	}
+	return lagReport{
+		Events:      behind,
+		MaxEvents:   maxProjectionLag,
+		StalledFor:  stalled.Round(time.Millisecond).String(),
+		MaxStalled:  maxProjectionStall.String(),
+		WithinBound: behind <= maxProjectionLag && stalled <= maxProjectionStall,
+	}
+}

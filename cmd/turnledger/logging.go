@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+)
+
+// logOptions are the logger flags every service (serve, runtime, monitor)
+// takes: --log-format text|json and --log-level debug|info|warn|error.
+type logOptions struct {
+	format string
+	level  string
+}
+
+func (o *logOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.format, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.level, "log-level", "info", "lowest level logged: debug, info, warn or error")
+}
+
+// logger returns the logger the options describe, writing to w.
+func (o logOptions) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.level)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level must be debug, info, warn or error, not %q", errUsage, o.level)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(o.format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	}
+	return nil, fmt.Errorf("%w: --log-format must be text or json, not %q", errUsage, o.format)
+}
+
+// parseFlags parses args with fs so that every problem is reported once:
+// the flag package itself prints nothing; a bad flag comes back as a usage
+// error (Main prints it, exit 2), and -h/--help prints the usage once, to
+// stdout, and reports help. Usage functions must write to fs.Output().
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (help bool, err error) {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err = fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		fs.SetOutput(out)
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("%w: turnledger %s: %v (see turnledger %s --help)", errUsage, fs.Name(), err, fs.Name())
+	}
+	return false, nil
+}
+
+// warnIfNotLoopback warns when a service is told to listen beyond loopback.
+func warnIfNotLoopback(log *slog.Logger, addr string) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return // net.Listen reports it
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return
+	}
+	log.Warn("listening beyond loopback: the API is reachable from other machines; put it behind TLS and a firewall", "addr", addr)
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/turnledger/turnledger/httpapi"
+	"github.com/turnledger/turnledger/kernel"
+)
+
+// metrics is the one Prometheus registry of `serve` and what reports into
+// it. Metric names follow Prometheus conventions: the turnledger_ prefix,
+// base units, counters ending in _total, labels with few values (no ids).
+//
+//	turnledger_commands_total{command,result}        commands (POST/PUT routes) by operationId and result ("ok" or the status)
+//	turnledger_command_duration_seconds{command}     command latency (a long-poll claim includes its wait)
+//	turnledger_reads_total{read,result}              reads (GET routes), event streams included
+//	turnledger_append_duration_seconds               ledger appends (JetStream publish with the expectation)
+//	turnledger_projection_lag_events                 ledger head − projection checkpoint
+//	turnledger_claims_live                           Turns claimed now (claim not expired)
+//	turnledger_claims_expired_unreleased             claims past expires_at the reaper has not released yet
+//	turnledger_claim_long_polls_waiting              long-poll claims waiting now
+//	turnledger_sse_subscribers                       event streams open now
+//
+// plus the Go runtime and process collectors.
+type metrics struct {
+	reg      *prometheus.Registry
+	commands *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	reads    *prometheus.CounterVec
+	appends  prometheus.Histogram
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnledger_commands_total", Help: "Commands (POST and PUT routes) by operationId and result: ok, or the HTTP status.",
+		}, []string{"command", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "turnledger_command_duration_seconds", Help: "Command latency by operationId; a long-poll claim includes its wait.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"command"}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnledger_reads_total", Help: "Reads (GET routes, event streams included) by operationId and result.",
+		}, []string{"read", "result"}),
+		appends: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "turnledger_append_duration_seconds", Help: "Latency of one ledger append (a JetStream publish with the per-project expectation), lost races included.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
+	}
+	m.reg.MustRegister(m.commands, m.latency, m.reads, m.appends,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// ObserveRequest implements httpapi.Observer.
+func (m *metrics) ObserveRequest(operation, method string, status int, d time.Duration) {
+	result := "ok"
+	if status >= 300 {
+		result = strconv.Itoa(status)
+	}
+	if method == http.MethodGet {
+		m.reads.WithLabelValues(operation, result).Inc()
+		return
+	}
+	m.commands.WithLabelValues(operation, result).Inc()
+	m.latency.WithLabelValues(operation).Observe(d.Seconds())
+}
+
+// handler serves the registry.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// watch registers the gauges read from the running service at scrape time.
+func (m *metrics) watch(s *service) {
+	gauge := func(name, help string, f func() float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+	gauge("turnledger_projection_lag_events", "Ledger head minus the projection checkpoint.", func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		defer cancel()
+		head, err := s.ledger.Head(ctx)
+		cp := s.store.Checkpoint()
+		if err != nil || head < cp {
+			return 0
+		}
+		return float64(head - cp)
+	})
+	gauge("turnledger_claims_live", "Turns claimed now, their claim not expired.", func() float64 {
+		live, _ := s.claimCounts()
+		return float64(live)
+	})
+	gauge("turnledger_claims_expired_unreleased", "Claims past expires_at that are not released yet.", func() float64 {
+		_, expired := s.claimCounts()
+		return float64(expired)
+	})
+	gauge("turnledger_claim_long_polls_waiting", "Long-poll claims waiting now.", func() float64 {
+		n, _ := s.api.Waiting()
+		return float64(n)
+	})
+	gauge("turnledger_sse_subscribers", "Event streams open now.", func() float64 {
+		_, n := s.api.Waiting()
+		return float64(n)
+	})
+}
+
+// claimCounts counts the claims of every loaded project in the engine's
+// write model: live ones and expired ones not yet released.
+func (s *service) claimCounts() (live, expired int) {
+	now := s.cfg.Kernel.Now()
+	for _, p := range s.engine.Projects() {
+		s.engine.ViewFolded(context.Background(), p, func(p *kernel.Project) error {
+			for _, t := range p.Turns {
+				if t.Claim == nil {
+					continue
+				}
+				if now.Before(t.Claim.ExpiresAt) {
+					live++
+				} else {
+					expired++
+				}
+			}
+			return nil
+		})
+	}
+	return live, expired
+}
+
+// timedLedger times the appends of the engine's ledger.
+type timedLedger struct {
+	kernel.Ledger
+	h prometheus.Histogram
+}
+
+func (l timedLedger) Append(ctx context.Context, project string, expectLast uint64, e kernel.Event) (uint64, error) {
+	start := time.Now()
+	seq, err := l.Ledger.Append(ctx, project, expectLast, e)
+	l.h.Observe(time.Since(start).Seconds())
+	return seq, err
+}
+
+// The metrics observe the API.
+var _ httpapi.Observer = (*metrics)(nil)

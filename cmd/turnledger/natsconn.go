@@ -1,0 +1,108 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+)
+
+// natsAuth is how serve and replay authenticate to an external NATS server
+// or cluster (--nats-url), and the TLS they use to reach it. Secrets come
+// from the environment, never from flags, so they stay out of process
+// listings.
+type natsAuth struct {
+	User     string // --nats-user
+	Password string // TURNLEDGER_NATS_PASSWORD
+	Token    string // TURNLEDGER_NATS_TOKEN
+	Creds    string // --nats-creds: a .creds file (JWT and NKey seed)
+	CA       string // --nats-tls-ca: PEM roots that sign the servers' certificates
+	Cert     string // --nats-tls-cert: PEM client certificate
+	Key      string // --nats-tls-key: its PEM private key
+}
+
+// addNATSFlags registers the flags of natsAuth on fs.
+func addNATSFlags(fs *flag.FlagSet, a *natsAuth) {
+	fs.StringVar(&a.User, "nats-user", "", "NATS user name (the password is TURNLEDGER_NATS_PASSWORD)")
+	fs.StringVar(&a.Creds, "nats-creds", "", "NATS credentials file (.creds: user JWT and NKey seed)")
+	fs.StringVar(&a.CA, "nats-tls-ca", "", "PEM file of the CA that signs the NATS servers' certificates")
+	fs.StringVar(&a.Cert, "nats-tls-cert", "", "PEM client certificate for NATS (with --nats-tls-key)")
+	fs.StringVar(&a.Key, "nats-tls-key", "", "PEM private key of --nats-tls-cert")
+}
+
+// natsEnvHelp is the usage text on the environment of natsAuth.
+const natsEnvHelp = "TURNLEDGER_NATS_PASSWORD (with --nats-user) and TURNLEDGER_NATS_TOKEN authenticate to --nats-url."
+
+// fromEnv reads the secrets of a from getenv.
+func (a *natsAuth) fromEnv(getenv func(string) string) {
+	a.Password = getenv("TURNLEDGER_NATS_PASSWORD")
+	a.Token = getenv("TURNLEDGER_NATS_TOKEN")
+}
+
+func (a natsAuth) empty() bool { return a == natsAuth{} }
+
+// validate reports every problem of a, joined; url is --nats-url.
+func (a natsAuth) validate(url string) error {
+	var errs []error
+	if url == "" && !a.empty() {
+		errs = append(errs, errors.New("NATS credentials and TLS options apply to --nats-url only; the embedded server needs none"))
+	}
+	if (a.User == "") != (a.Password == "") {
+		errs = append(errs, errors.New("--nats-user and TURNLEDGER_NATS_PASSWORD go together"))
+	}
+	n := 0
+	for _, set := range []bool{a.User != "", a.Token != "", a.Creds != ""} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		errs = append(errs, errors.New("use one of --nats-user, TURNLEDGER_NATS_TOKEN and --nats-creds"))
+	}
+	if (a.Cert == "") != (a.Key == "") {
+		errs = append(errs, errors.New("--nats-tls-cert and --nats-tls-key go together"))
+	}
+	for flag, path := range map[string]string{"--nats-creds": a.Creds, "--nats-tls-ca": a.CA, "--nats-tls-cert": a.Cert, "--nats-tls-key": a.Key} {
+		if path == "" {
+			continue
+		}
+		if _, err := os.Stat(path); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", flag, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// options are the nats.Connect options of a: reconnect forever (a cluster
+// loses servers and gets them back), and authenticate and encrypt as asked.
+func (a natsAuth) options() []nats.Option {
+	opts := []nats.Option{nats.Name("turnledger"), nats.MaxReconnects(-1)}
+	if a.User != "" {
+		opts = append(opts, nats.UserInfo(a.User, a.Password))
+	}
+	if a.Token != "" {
+		opts = append(opts, nats.Token(a.Token))
+	}
+	if a.Creds != "" {
+		opts = append(opts, nats.UserCredentials(a.Creds))
+	}
+	if a.CA != "" {
+		opts = append(opts, nats.RootCAs(a.CA))
+	}
+	if a.Cert != "" {
+		opts = append(opts, nats.ClientCert(a.Cert, a.Key))
+	}
+	return opts
+}
+
+// redactURLs hides the passwords of a comma-separated list of NATS URLs.
+func redactURLs(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = redactURL(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ",")
+}

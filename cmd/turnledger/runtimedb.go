@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/turnledger/turnledger/authn"
+	"github.com/turnledger/turnledger/authn/pgstore"
+)
+
+// runtimeDB is where the runtime's records live: a bbolt file (path) or a
+// PostgreSQL database (url). Exactly one is set.
+type runtimeDB struct {
+	path string
+	url  string
+}
+
+// String names the database for logs, without a password.
+func (d runtimeDB) String() string {
+	if d.url == "" {
+		return d.path
+	}
+	return redactURL(d.url)
+}
+
+func isPostgresURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// resolveDB picks the database: the --db flag, else the database URL, else
+// ./data/runtime.db. postgres:// and postgresql:// select PostgreSQL;
+// bolt:<path>, bolt://<path> and a plain path select bbolt. Any other
+// scheme is an error: a URL is never taken for a file name.
+func resolveDB(flagValue, dbURL, name string) (runtimeDB, error) {
+	v, from := flagValue, "--db"
+	if v == "" {
+		v, from = dbURL, name
+	}
+	if v == "" {
+		return runtimeDB{path: defaultRuntimeDB}, nil
+	}
+	if isPostgresURL(v) {
+		return runtimeDB{url: v}, nil
+	}
+	if rest, ok := strings.CutPrefix(v, "bolt:"); ok {
+		rest = strings.TrimPrefix(rest, "//")
+		if rest == "" {
+			return runtimeDB{}, fmt.Errorf("%s %q names no file", from, v)
+		}
+		return runtimeDB{path: rest}, nil
+	}
+	if scheme, _, ok := strings.Cut(v, "://"); ok {
+		return runtimeDB{}, fmt.Errorf("%s scheme %q is not supported; use postgres://…, bolt:<path> or a file path", from, scheme)
+	}
+	return runtimeDB{path: v}, nil
+}
+
+// storeCloser is a store the caller closes.
+type storeCloser interface {
+	authn.Store
+	Close() error
+}
+
+// openRuntimeStore opens the runtime's store. On PostgreSQL, a
+// DATABASE_ADMIN_URL (adminURL) first brings the schema up to date as its
+// owner; without one the schema must already be current (`turnledger
+// runtime migrate`).
+func openRuntimeStore(ctx context.Context, db runtimeDB, adminURL string, logf func(string, ...any)) (storeCloser, error) {
+	if db.url == "" {
+		s, err := openStore(db.path)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	if adminURL != "" {
+		if !isPostgresURL(adminURL) {
+			return nil, fmt.Errorf("DATABASE_ADMIN_URL must be a postgres:// URL when DATABASE_URL is one")
+		}
+		applied, err := pgstore.Migrate(ctx, adminURL)
+		if err != nil {
+			return nil, fmt.Errorf("migrate through DATABASE_ADMIN_URL: %w", err)
+		}
+		if len(applied) > 0 {
+			logf("turnledger runtime: applied schema migrations %v", applied)
+		}
+	}
+	return pgstore.Open(ctx, db.url, pgstore.Options{})
+}
+
+// isMisconfigured reports a database that answers but must not be used as
+// it is (an old schema, a role that escapes row-level security): the runtime
+// stops on these even where a missing database is only a warning.
+func isMisconfigured(err error) bool {
+	return errors.Is(err, pgstore.ErrSchema) || errors.Is(err, pgstore.ErrPrivileged)
+}
+
+// tenantAdmin is what `turnledger tenants` needs from a store.
+type tenantAdmin interface {
+	AddTenant(ctx context.Context, idpTenantID, plan string, now time.Time) (authn.Tenant, error)
+	SetTenantStatus(ctx context.Context, ref, status string, now time.Time) (authn.Tenant, error)
+	Tenants(ctx context.Context) ([]authn.Tenant, error)
+	Close() error
+}
+
+// openTenantAdmin opens db for administration. PostgreSQL is migrated first,
+// so the command works on a fresh database; it needs the schema owner's URL.
+func openTenantAdmin(ctx context.Context, db runtimeDB) (tenantAdmin, error) {
+	if db.url == "" {
+		s, err := openStore(db.path)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	if _, err := pgstore.Migrate(ctx, db.url); err != nil {
+		return nil, fmt.Errorf("migrate %s (tenants needs the schema owner: DATABASE_ADMIN_URL): %w", db, err)
+	}
+	return pgstore.Open(ctx, db.url, pgstore.Options{Admin: true})
+}
+
+const migrateUsage = `Usage: turnledger runtime migrate [--admin-url URL] [--grant-to ROLE]
+
+Bring the runtime's PostgreSQL schema to this build's version, as the
+schema's owner (--admin-url, default DATABASE_ADMIN_URL). Versions already
+applied are skipped, so running it again is harmless. --grant-to gives the
+runtime role (the one DATABASE_URL logs in as) the privileges it needs.
+`
+
+// runtimeMigrate is `turnledger runtime migrate`.
+func runtimeMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("runtime migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	admin := fs.String("admin-url", getenv("DATABASE_ADMIN_URL"), "postgres:// URL of the schema owner (default DATABASE_ADMIN_URL)")
+	grantTo := fs.String("grant-to", "", "runtime role to grant the runtime's privileges to (optional)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), migrateUsage, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return nil
+		}
+		return &runtimeExit{code: 2}
+	}
+	if fs.NArg() > 0 {
+		return &runtimeExit{code: 2, msg: fmt.Sprintf("turnledger runtime migrate: unexpected argument %q", fs.Arg(0))}
+	}
+	if !isPostgresURL(*admin) {
+		return &runtimeExit{code: 2, msg: "turnledger runtime migrate: give the schema owner's postgres:// URL in DATABASE_ADMIN_URL or --admin-url (bbolt files need no migration)"}
+	}
+	applied, err := pgstore.Migrate(ctx, *admin)
+	if err != nil {
+		return &runtimeExit{code: 1, msg: "turnledger runtime migrate: " + err.Error()}
+	}
+	if len(applied) == 0 {
+		fmt.Fprintf(stdout, "schema of %s is at version %d; nothing to apply\n", redactURL(*admin), pgstore.SchemaVersion())
+	} else {
+		fmt.Fprintf(stdout, "schema of %s is at version %d (applied %v)\n", redactURL(*admin), pgstore.SchemaVersion(), applied)
+	}
+	if *grantTo != "" {
+		if err := pgstore.Grant(ctx, *admin, *grantTo); err != nil {
+			return &runtimeExit{code: 1, msg: "turnledger runtime migrate: " + err.Error()}
+		}
+		fmt.Fprintf(stdout, "granted the runtime's privileges to %s\n", *grantTo)
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+// Package console serves turnledger's web console: a few plain HTML, CSS and
+// JavaScript files embedded in the binary (no build step, no external
+// requests), mounted under /console/ by `turnledger serve`.
+//
+// The console is a client of the public HTTP API and nothing else: it holds
+// no server-side state and calls no Go function of the engine, so it can do
+// nothing the API would refuse to the credential it signed in with. The
+// credential (the admin bearer, or an agent's project, id and token) is kept
+// in the browser's sessionStorage, never in a URL or a cookie.
+//
+// Pages (hash routes, so the server serves one document):
+//
+//	#/                          projects (admin) or the agent's project
+//	#/p/{project}               stuck work: queued Turns that cannot start and why,
+//	                            expired claims awaiting release, stops not yet done,
+//	                            projection lag
+//	#/p/{project}/agents        the agent directory
+//	#/p/{project}/agents/{id}   one agent: snapshot, drain/resume, its feed
+//	#/p/{project}/turns?…       Turns with the filters of projection/turns, cursor paging
+//	#/p/{project}/turns/{id}    one Turn: snapshot, claim countdown, context,
+//	                            live feed, lineage tree, stop/resume
+//	#/p/{project}/feed          the live project feed, with pause
+package console
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+	"strings"
+)
+
+//go:embed static
+var files embed.FS
+
+// Prefix is the path the console is served under.
+const Prefix = "/console/"
+
+// securityHeaders are sent with every file: the page may load only its own
+// files and call only its own origin, and may not be framed.
+var securityHeaders = map[string]string{
+	"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+		"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+	"X-Content-Type-Options": "nosniff",
+	"Referrer-Policy":        "no-referrer",
+	"X-Frame-Options":        "DENY",
+	"Cache-Control":          "no-cache",
+}
+
+// Handler serves the console's files under Prefix: GET and HEAD only,
+// /console (without the slash) redirects to /console/, anything else under
+// the prefix that is not a file is 404.
+func Handler() http.Handler {
+	sub, err := fs.Sub(files, "static")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	fileServer := http.StripPrefix(strings.TrimSuffix(Prefix, "/"), http.FileServer(http.FS(sub)))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == strings.TrimSuffix(Prefix, "/") {
+			http.Redirect(w, r, Prefix, http.StatusMovedPermanently)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		rel := strings.TrimPrefix(r.URL.Path, Prefix)
+		if rel != "" {
+			// No directory listings: only files that exist are served.
+			if st, err := fs.Stat(sub, rel); err != nil || st.IsDir() {
+				http.NotFound(w, r)
+				return
+			}
+		}
+		for k, v := range securityHeaders {
+			w.Header().Set(k, v)
+		}
+		fileServer.ServeHTTP(w, r)
+	})
+}
+
+// Mount returns a handler that serves the console under Prefix and sends
+// every other request to api.
+func Mount(api http.Handler) http.Handler {
+	c := Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == strings.TrimSuffix(Prefix, "/") || strings.HasPrefix(r.URL.Path, Prefix) {
+			c.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,644 @@
+// turnledger console. Plain JavaScript, no dependencies, no build step.
+// Every call goes to the public HTTP API of the server that served this file,
+// with the credential the user signed in with (kept in sessionStorage only).
+'use strict';
+(() => {
+  const AUTH_KEY = 'turnledger.console.auth';
+  const STATES = ['queued', 'claimed', 'suspended', 'finished'];
+  const OUTCOMES = ['succeeded', 'failed', 'stopped'];
+  const mainEl = document.getElementById('main');
+  let routeGen = 0; // each route renders into its own view; a stale one writes to a detached element
+  let auth = loadAuth();
+  let disposers = []; // stop timers and followers of the page being left
+  let projects = [];
+
+  // ---- small helpers -------------------------------------------------------
+
+  function loadAuth() {
+    try { return JSON.parse(sessionStorage.getItem(AUTH_KEY)); } catch { return null; }
+  }
+
+  // h builds an element: h('a', {href: '#', class: 'x', onclick: fn}, 'text', child…).
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+      else if (k === 'class') el.className = v;
+      else if (k === 'text') el.textContent = v;
+      else el.setAttribute(k, v === true ? '' : v);
+    }
+    for (const c of children.flat()) {
+      if (c === undefined || c === null || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  const enc = encodeURIComponent;
+  const pp = (p) => `/v3r1/projects/${enc(p)}`;
+  const link = (p, ...rest) => '#/p/' + [p, ...rest].map(enc).join('/');
+  const turnLink = (p, id) => h('a', {href: link(p, 'turns', id), class: 'mono turn-link'}, id);
+  const agentLink = (p, id) => h('a', {href: link(p, 'agents', id)}, id);
+  const badge = (v, cls) => h('span', {class: `badge ${cls || v}`}, v);
+  const json = (v) => h('pre', {class: 'json'}, JSON.stringify(v, null, 2));
+  const when = (t) => t ? h('time', {datetime: t, title: t}, new Date(t).toLocaleString()) : '—';
+
+  function qs(params) {
+    const u = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '' && v !== false) u.set(k, v);
+    const s = u.toString();
+    return s ? '?' + s : '';
+  }
+
+  class APIError extends Error {
+    constructor(status, name, message) { super(message); this.status = status; this.name = name; }
+  }
+
+  function headers(extra) {
+    const hd = Object.assign({}, extra);
+    if (!auth) return hd;
+    hd.Authorization = 'Bearer ' + auth.token;
+    if (auth.mode === 'agent') {
+      hd['X-Svc-Project-Id'] = auth.project;
+      hd['X-Svc-Agent-Id'] = auth.agent;
+    }
+    return hd;
+  }
+
+  async function api(method, path, body) {
+    const init = {method, headers: headers(body === undefined ? {} : {'Content-Type': 'application/json'}), cache: 'no-store'};
+    if (body !== undefined) init.body = JSON.stringify(body);
+    const resp = await fetch(path, init);
+    const text = await resp.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+    if (!resp.ok) {
+      if (resp.status === 401 && auth) flash('The server refused the credential (401). Sign in again if it was revoked.', true);
+      throw new APIError(resp.status, (data && data.error) || 'HTTPError', (data && data.message) || text || resp.statusText);
+    }
+    return data;
+  }
+
+  // pages follows a projection list's cursor until has_more is false, at most max pages.
+  async function pages(path, params, max) {
+    let after = 0, items = [], page;
+    for (let i = 0; i < (max || 5); i++) {
+      page = await api('GET', path + qs(Object.assign({}, params, {after_ledger_seq: after || undefined})));
+      items = items.concat(page.items);
+      if (!page.has_more) return {items, diagnostics: page.diagnostics, complete: true};
+      after = page.next_after_ledger_seq;
+    }
+    return {items, diagnostics: page.diagnostics, complete: false};
+  }
+
+  function flash(msg, bad) {
+    const f = document.getElementById('flash');
+    f.replaceChildren(h('div', {class: bad ? 'bad' : 'ok'}, msg));
+    clearTimeout(flash.t);
+    flash.t = setTimeout(() => f.replaceChildren(), 8000);
+  }
+
+  function errorBox(e) {
+    return h('p', {class: 'error', role: 'alert'}, e instanceof APIError ? `${e.status} ${e.name}: ${e.message}` : String(e));
+  }
+
+  // confirmAction asks before an operator action; Esc or Cancel answers false.
+  function confirmAction(title, text, okLabel) {
+    const d = document.getElementById('confirm');
+    document.getElementById('confirm-title').textContent = title;
+    document.getElementById('confirm-text').textContent = text;
+    document.getElementById('confirm-ok').textContent = okLabel || 'Confirm';
+    d.returnValue = 'cancel';
+    if (d.open) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      // A close event of an earlier opening may still be on its way when
+      // the dialog opens again: only a close that leaves it shut counts.
+      const onClose = () => {
+        if (d.open) return;
+        d.removeEventListener('close', onClose);
+        resolve(d.returnValue === 'ok');
+      };
+      d.addEventListener('close', onClose);
+      d.showModal();
+      document.getElementById('confirm-cancel').focus();
+    });
+  }
+
+  // act runs an operator action after confirmation and reports the outcome.
+  async function act(title, text, okLabel, fn, after) {
+    if (!await confirmAction(title, text, okLabel)) return;
+    try {
+      const msg = await fn();
+      flash(typeof msg === 'string' ? msg : title + ': done.');
+    } catch (e) {
+      flash(`${title} failed: ${e instanceof APIError ? e.status + ' ' + e.name + ': ' : ''}${e.message}`, true);
+    }
+    if (after) after();
+  }
+
+  // The actor an operator action names in requested_by: an agent acts as
+  // itself; the admin acts on behalf of an agent of the project (the API
+  // requires an existing agent there).
+  function actor(project, fallback) {
+    return auth.mode === 'agent' ? {project_id: project, agent_id: auth.agent} : {project_id: project, agent_id: fallback};
+  }
+
+  // ---- live feeds ----------------------------------------------------------
+
+  // follow reads a ledger feed from the cursor `after` on and hands new items
+  // to onItems in ledger order. It first asks for Server-Sent Events
+  // (Accept: text/event-stream, id = ledger_seq); when the server answers
+  // with a JSON page instead, it polls the page with the cursor every second.
+  // pause() stops reading; resume() goes on from the last item seen.
+  function follow(path, after, onItems, onError) {
+    let cursor = after || 0, paused = false, stopped = false, timer = null, ctrl = null, sse = null;
+    const schedule = (ms) => { clearTimeout(timer); if (!stopped && !paused) timer = setTimeout(tick, ms); };
+    const deliver = (items) => {
+      items = items.filter((it) => it.ledger_seq > cursor);
+      if (!items.length) return;
+      cursor = items[items.length - 1].ledger_seq;
+      onItems(items);
+    };
+    async function tick() {
+      if (stopped || paused) return;
+      ctrl = new AbortController();
+      try {
+        const url = path + qs({after_ledger_seq: cursor, limit: 200});
+        const accept = sse === false ? 'application/json' : 'text/event-stream, application/json;q=0.5';
+        const resp = await fetch(url, {headers: headers({Accept: accept}), signal: ctrl.signal, cache: 'no-store'});
+        if (!resp.ok) {
+          const t = await resp.text();
+          let d = {};
+          try { d = JSON.parse(t); } catch { /* keep {} */ }
+          throw new APIError(resp.status, d.error || 'HTTPError', d.message || t);
+        }
+        if ((resp.headers.get('Content-Type') || '').startsWith('text/event-stream')) {
+          sse = true;
+          await readSSE(resp, deliver);
+          schedule(500); // the stream ended: reconnect from the cursor
+          return;
+        }
+        sse = false;
+        const page = await resp.json();
+        deliver(page.items || []);
+        if (page.items && page.items.length) cursor = Math.max(cursor, page.next_after_ledger_seq || 0);
+        schedule(page.has_more ? 0 : 1000);
+      } catch (e) {
+        if (e.name === 'AbortError') return;
+        if (onError) onError(e);
+        schedule(3000);
+      }
+    }
+    tick();
+    const c = {
+      get paused() { return paused; },
+      get mode() { return sse === true ? 'stream' : sse === false ? 'polling' : 'connecting'; },
+      pause() { paused = true; clearTimeout(timer); if (ctrl) ctrl.abort(); },
+      resume() { if (!paused) return; paused = false; tick(); },
+      stop() { stopped = true; c.pause(); },
+    };
+    disposers.push(() => c.stop());
+    return c;
+  }
+
+  // readSSE reads an event stream, handing each event's JSON data (a feed
+  // item, or a page of them) to deliver, until the stream ends.
+  async function readSSE(resp, deliver) {
+    const reader = resp.body.getReader();
+    const dec = new TextDecoder();
+    let buf = '', data = [], id = '';
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (done) return;
+      buf += dec.decode(value, {stream: true});
+      let nl;
+      while ((nl = buf.search(/\r\n|\n|\r/)) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + (buf.startsWith('\r\n', nl) ? 2 : 1));
+        if (line === '') {
+          if (data.length) {
+            try {
+              const v = JSON.parse(data.join('\n'));
+              if (Array.isArray(v.items)) deliver(v.items);
+              else if (v && v.ledger_seq !== undefined) deliver([v]);
+              else if (id) deliver([Object.assign({ledger_seq: Number(id)}, v)]);
+            } catch { /* not JSON: ignore */ }
+          }
+          data = []; id = '';
+        } else if (line.startsWith(':')) {
+          // heartbeat comment
+        } else {
+          const i = line.indexOf(':');
+          const field = i < 0 ? line : line.slice(0, i);
+          const val = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+          if (field === 'data') data.push(val);
+          else if (field === 'id') id = val;
+        }
+      }
+    }
+  }
+
+  function feedItem(project, it, isNew, self) {
+    const actorText = it.actor ? (it.actor.agent_id || it.actor.kind) : '';
+    const target = it.id === self ? '' : it.aggregate === 'turn' ? turnLink(project, it.id) : it.aggregate === 'agent' ? agentLink(project, it.id) : h('span', {class: 'mono'}, it.id);
+    return h('li', {class: isNew ? 'new' : '', 'data-seq': it.ledger_seq, 'data-type': it.type},
+      h('span', {class: 'seq'}, '#' + it.ledger_seq),
+      h('span', {class: 'what'}, h('span', {class: 'type'}, it.type), ' ', target, actorText ? h('span', {class: 'muted'}, ' by ' + actorText) : ''),
+      h('time', {class: 'at muted', datetime: it.at, title: it.at}, new Date(it.at).toLocaleTimeString()),
+      h('details', {}, h('summary', {}, 'data'), json({data: it.data, meta: it.meta, trace: it.trace})));
+  }
+
+  // feedPanel shows a live feed, newest first, with a pause button.
+  function feedPanel(project, path, after, opts) {
+    const list = h('ol', {class: 'feed', id: opts.id, 'aria-live': 'polite', reversed: true});
+    const status = h('span', {class: 'muted feed-status'}, 'connecting…');
+    const btn = h('button', {type: 'button', class: 'quiet', id: opts.id + '-pause', 'aria-pressed': 'false'}, 'Pause');
+    let first = true;
+    const f = follow(path, after, (items) => {
+      for (const it of items) list.prepend(feedItem(project, it, !first, opts.self));
+      while (list.children.length > 500) list.lastChild.remove();
+      first = false;
+      if (opts.onItems) opts.onItems(items);
+      status.textContent = `live (${f.mode}), ${list.children.length} events shown`;
+      list.dataset.mode = f.mode;
+    }, (e) => { status.textContent = 'error: ' + e.message + ' (retrying)'; });
+    btn.addEventListener('click', () => {
+      if (f.paused) { f.resume(); btn.textContent = 'Pause'; status.textContent = 'live'; } else { f.pause(); btn.textContent = 'Resume'; status.textContent = 'paused'; }
+      btn.setAttribute('aria-pressed', String(f.paused));
+    });
+    setTimeout(() => { if (first) status.textContent = `live (${f.mode}), no events yet`; }, 1500);
+    return h('section', {class: 'panel'}, h('div', {class: 'row'}, h('h2', {}, opts.title), btn, status), list);
+  }
+
+  // startSeq is where a long feed starts showing: a little before the ledger head.
+  async function startSeq(back) {
+    try {
+      const r = await api('GET', '/readyz');
+      return Math.max(0, ((r && r.backend && r.backend.ledger_head) || 0) - back);
+    } catch { return 0; }
+  }
+
+  // ---- pages ---------------------------------------------------------------
+
+  function signIn(view) {
+    setNav(null);
+    const frag = document.getElementById('signin').content.cloneNode(true);
+    view.replaceChildren(frag);
+    const sec = view.querySelector('.signin');
+    const form = document.getElementById('signin-form');
+    form.addEventListener('change', () => sec.classList.toggle('agent', form.mode.value === 'agent'));
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const err = document.getElementById('signin-error');
+      err.textContent = '';
+      const a = {mode: form.mode.value, token: form.token.value.trim()};
+      if (a.mode === 'agent') { a.project = form.project.value.trim(); a.agent = form.agent.value.trim(); }
+      auth = a;
+      try {
+        if (a.mode === 'admin') await api('GET', '/admin/v1/projects');
+        else await api('GET', `${pp(a.project)}/agents/${enc(a.agent)}`);
+      } catch (e) {
+        auth = null;
+        err.textContent = e instanceof APIError ? `${e.status} ${e.name}: ${e.message}` : String(e);
+        return;
+      }
+      sessionStorage.setItem(AUTH_KEY, JSON.stringify(a));
+      form.token.value = '';
+      if (location.hash === '#/' || location.hash === '') route(); else location.hash = '#/';
+    });
+    form.querySelector('input[name=token]').focus();
+  }
+
+  async function loadProjects() {
+    if (auth.mode === 'agent') { projects = [auth.project]; return; }
+    const r = await api('GET', '/admin/v1/projects');
+    projects = r.items.map((p) => p.project_id);
+  }
+
+  function setNav(project, section) {
+    const nav = document.getElementById('nav');
+    document.getElementById('signout').hidden = !auth;
+    document.getElementById('who').textContent = !auth ? '' : auth.mode === 'admin' ? 'signed in as admin' : `signed in as agent ${auth.agent} of ${auth.project}`;
+    nav.hidden = !auth || !project;
+    if (!project) return;
+    const sel = document.getElementById('project');
+    const list = projects.includes(project) ? projects : projects.concat([project]);
+    sel.replaceChildren(...list.map((p) => h('option', {value: p, selected: p === project}, p)));
+    sel.disabled = list.length < 2;
+    for (const a of nav.querySelectorAll('[data-nav]')) {
+      const s = a.dataset.nav;
+      a.href = s === 'stuck' ? link(project) : link(project, s);
+      if (s === section) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+    }
+  }
+
+  async function home(view) {
+    setNav(null);
+    if (auth.mode === 'agent') { location.replace(link(auth.project)); return; }
+    view.replaceChildren(h('h1', {}, 'Projects'), h('p', {class: 'muted'}, 'Every project with an event on the ledger.'));
+    if (!projects.length) { view.append(h('p', {}, 'No project yet. Register an agent (see the README walk-through) and it appears here.')); return; }
+    view.append(h('ul', {class: 'cards', id: 'projects'}, projects.map((p) => h('li', {class: 'card'}, h('a', {href: link(p)}, p)))));
+  }
+
+  // stuck is the first page of a project: what does not move, and why.
+  async function stuck(view, p) {
+    setNav(p, 'stuck');
+    view.replaceChildren(h('h1', {}, `Stuck work in ${p}`), h('p', {class: 'muted'}, 'loading…'));
+    const [dir, queued, claimed, stops, ready] = await Promise.all([
+      api('GET', `${pp(p)}/projection/agents${qs({limit: 500})}`),
+      pages(`${pp(p)}/projection/turns`, {state: 'queued', limit: 500}, 4),
+      pages(`${pp(p)}/projection/turns`, {state: 'claimed', limit: 500}, 4),
+      pages(`${pp(p)}/projection/turns`, {stop_requested_only: 'true', limit: 500}, 4),
+      api('GET', '/readyz').catch((e) => ({error: e.message})),
+    ]);
+    const agents = new Map(dir.items.map((a) => [a.agent_id, a]));
+    const now = Date.now();
+    const blocked = [];
+    for (const t of queued.items) {
+      const a = agents.get(t.target_agent.agent_id);
+      const why = [];
+      if (!a) why.push('unknown agent');
+      else {
+        if (!a.enabled) why.push('disabled');
+        if (a.drained) why.push('drained');
+        if (!a.accepts_work) why.push('not accepting work');
+        if (a.free_capacity <= 0) why.push('at capacity');
+        if (a.presence !== 'online') why.push(a.presence === 'never' ? 'never seen' : 'offline');
+      }
+      if (why.length) blocked.push({t, why});
+    }
+    const expired = claimed.items.filter((t) => t.claim && Date.parse(t.claim.expires_at) < now);
+    const pendingStops = stops.items.filter((t) => t.state !== 'finished');
+    const lag = ready.projections ? ready.projections.lag : null;
+    const diags = (dir.diagnostics || []).concat(queued.diagnostics || []);
+
+    const card = (n, label, href, warn) => h(href ? 'a' : 'div', {class: 'card ' + (n ? (warn ? 'warn' : '') : 'good'), href}, h('div', {class: 'n'}, n), h('div', {}, label));
+    view.replaceChildren(
+      h('h1', {}, `Stuck work in ${p}`),
+      h('div', {class: 'row'}, h('span', {class: 'muted', id: 'stuck-asof'}, `As of ${new Date().toLocaleTimeString()}.`),
+        h('button', {type: 'button', class: 'quiet', id: 'refresh', onclick: () => route()}, 'Refresh')),
+      h('div', {class: 'cards', id: 'stuck-summary'},
+        card(blocked.length, `queued Turns that cannot start (of ${queued.items.length} queued)`, link(p, 'turns') + '?state=queued', true),
+        card(expired.length, 'claims past expiry awaiting release', null, true),
+        card(pendingStops.length, 'stops requested, not yet stopped', link(p, 'turns') + '?stop_requested_only=true', true),
+        card(lag === null ? '?' : lag, 'projection lag (events)', null, true)),
+      diags.length ? h('div', {class: 'panel'}, h('h2', {}, 'Diagnostics'), h('ul', {}, diags.map((d) => h('li', {}, h('code', {}, d.code), ' ', d.message)))) : '',
+      ready.projections && ready.projections.failing ? h('p', {class: 'error'}, 'The projector is failing: ' + ready.projections.last_error) : '',
+      section('Queued Turns whose target cannot take them', 'blocked', blocked.length === 0 ? 'None: every queued Turn has an admitting, online target with free capacity.' :
+        table(['Turn', 'Kind', 'Target', 'Why', 'Queued since'], blocked.map(({t, why}) => [
+          turnLink(p, t.turn_id), t.turn_kind, agentLink(p, t.target_agent.agent_id), h('span', {class: 'row'}, why.map((w) => badge(w, 'reason'))), when(t.updated_at)]))),
+      section('Claims past their expiry', 'expired', [
+        expired.length === 0 ? h('p', {class: 'muted'}, 'None.') :
+          table(['Turn', 'Holder', 'Expired'], expired.map((t) => [turnLink(p, t.turn_id), agentLink(p, t.claim.agent_id), countdown(t.claim.expires_at)])),
+        h('p', {class: 'muted'}, ready.reaper && ready.reaper.enabled ? `The reaper releases expired claims every ${ready.reaper.interval}.` : 'The reaper is off: expired claims wait for a reconcile.'),
+        h('div', {class: 'actions'}, h('button', {type: 'button', id: 'reconcile', onclick: () =>
+          act('Reconcile expired claims', `Release every expired claim of ${p}? Their Turns go back to the queue (or stop, when a stop was requested).`, 'Reconcile',
+            async () => { const r = await api('POST', `${pp(p)}/claims:reconcile-expired`, {}); const n = (r.released_turn_ids || []).length; return `Released ${n} expired claim(s).`; }, () => route())}, 'Reconcile expired claims'))]),
+      section('Stops requested, not yet stopped', 'stops', pendingStops.length === 0 ? 'None.' :
+        table(['Turn', 'State', 'Holder', 'Asked'], pendingStops.map((t) => [turnLink(p, t.turn_id), badge(t.state), t.claim ? agentLink(p, t.claim.agent_id) : '—', t.stop_requested_at ? ago(t.stop_requested_at) : '—']))),
+      !queued.complete || !claimed.complete ? h('p', {class: 'muted'}, 'Only the first 2,000 Turns of each state were examined.') : '');
+  }
+
+  function section(title, id, body) {
+    return h('section', {class: 'panel', id}, h('h2', {}, title), typeof body === 'string' ? h('p', {class: 'muted'}, body) : body);
+  }
+
+  function table(cols, rows, id) {
+    return h('div', {class: 'scroll'}, h('table', {class: 'responsive', id},
+      h('thead', {}, h('tr', {}, cols.map((c) => h('th', {scope: 'col'}, c)))),
+      h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c, i) => h('td', {'data-label': cols[i]}, c)))))));
+  }
+
+  function ago(t) {
+    const s = Math.round((Date.now() - Date.parse(t)) / 1000);
+    return h('span', {title: t}, s < 90 ? `${s} s ago` : s < 5400 ? `${Math.round(s / 60)} min ago` : `${Math.round(s / 3600)} h ago`);
+  }
+
+  // countdown is refreshed every second by the ticker below.
+  function countdown(until) {
+    const el = h('span', {class: 'countdown', 'data-until': until, title: until});
+    tickCountdown(el);
+    return el;
+  }
+  function tickCountdown(el) {
+    const s = Math.round((Date.parse(el.dataset.until) - Date.now()) / 1000);
+    el.textContent = s >= 0 ? `expires in ${s} s` : `expired ${-s} s ago`;
+    el.classList.toggle('late', s < 0);
+  }
+  setInterval(() => document.querySelectorAll('.countdown').forEach(tickCountdown), 1000);
+
+  async function agentsPage(view, p) {
+    setNav(p, 'agents');
+    const dir = await api('GET', `${pp(p)}/projection/agents${qs({limit: 500})}`);
+    view.replaceChildren(h('h1', {}, `Agents of ${p}`),
+      dir.items.length === 0 ? h('p', {}, 'No agent registered.') :
+        table(['Agent', 'Role', 'Capabilities', 'Admission', 'Capacity used / free', 'Presence'], dir.items.map((a) => [
+          agentLink(p, a.agent_id), a.role, a.capabilities.join(', ') || '—',
+          h('span', {class: 'row'}, a.enabled ? '' : badge('disabled'), a.drained ? badge('drained') : '', !a.accepts_work ? badge('not accepting', 'stopped') : '', a.admitting ? badge('admitting', 'online') : ''),
+          `${a.active_claims} / ${a.free_capacity} (of ${a.capacity})`, badge(a.presence)]), 'agents-table'));
+  }
+
+  async function agentPage(view, p, id) {
+    setNav(p, 'agents');
+    const a = await api('GET', `${pp(p)}/agents/${enc(id)}`);
+    const body = {agent: {project_id: p, agent_id: id}, requested_by: actor(p, id), meta: {note: 'from the web console'}, trace: null};
+    view.replaceChildren(
+      h('h1', {}, `Agent ${id}`),
+      h('div', {class: 'grid'},
+        h('section', {class: 'panel'}, h('h2', {}, 'Snapshot'), h('dl', {class: 'kv'},
+          kv('Role', a.role), kv('Description', a.description || '—'), kv('Presence', badge(a.presence)), kv('Last seen', when(a.last_seen_at)),
+          kv('Enabled', a.enabled ? 'yes' : badge('disabled')), kv('Accepts work', a.accepts_work ? 'yes' : 'no'), kv('Drained', a.drained ? badge('drained') : 'no'),
+          kv('Capacity', `${a.active_claims} used, ${a.free_capacity} free, of ${a.capacity}`),
+          kv('Capabilities', a.capabilities.join(', ') || '—'), kv('Grants', a.grants.join(', ') || '—'),
+          kv('Registered', when(a.registered_at)), kv('Provenance', `${a.provenance.kind} ${a.provenance.external_ref}`), kv('ledger_seq', a.ledger_seq)),
+        h('h3', {}, 'Public metadata'), json(a.public_metadata),
+        h('div', {class: 'actions'},
+          h('a', {class: 'button', href: link(p, 'turns') + qs({target_agent_id: id})}, 'Turns targeting it'),
+          a.drained
+            ? h('button', {type: 'button', id: 'resume-agent', onclick: () => act('Resume agent', `Admit new Turns to ${id} again?`, 'Resume', () => api('POST', `${pp(p)}/management/agents/${enc(id)}:resume`, body), () => route())}, 'Resume admitting')
+            : h('button', {type: 'button', class: 'danger', id: 'drain-agent', onclick: () => act('Drain agent', `Stop admitting new Turns to ${id}? Its queued Turns stay queued until it is resumed.` + (auth.mode === 'admin' ? ` (requested_by: ${id})` : ''), 'Drain', () => api('POST', `${pp(p)}/management/agents/${enc(id)}:drain`, body), () => route())}, 'Drain'))),
+        feedPanel(p, `${pp(p)}/agents/${enc(id)}/feed`, await startSeq(500), {title: 'Agent feed (live)', id: 'agent-feed', self: id})));
+  }
+
+  function kv(k, v) { return [h('dt', {}, k), h('dd', {}, v === undefined || v === null ? '—' : v)]; }
+
+  async function turnsPage(view, p, q) {
+    setNav(p, 'turns');
+    const f = {state: q.get('state') || '', outcome: q.get('outcome') || '', turn_kind: q.get('turn_kind') || '',
+      target_agent_id: q.get('target_agent_id') || '', stop_requested_only: q.get('stop_requested_only') === 'true' ? 'true' : '', limit: q.get('limit') || '50'};
+    const after = q.get('after') || '';
+    const opt = (v, cur) => h('option', {value: v, selected: v === cur}, v || 'any');
+    const form = h('form', {class: 'filters', id: 'turn-filters', role: 'search'},
+      h('label', {}, 'State', h('select', {name: 'state'}, ['', ...STATES].map((v) => opt(v, f.state)))),
+      h('label', {}, 'Outcome', h('select', {name: 'outcome'}, ['', ...OUTCOMES].map((v) => opt(v, f.outcome)))),
+      h('label', {}, 'Kind', h('input', {name: 'turn_kind', value: f.turn_kind, size: 12, spellcheck: 'false'})),
+      h('label', {}, 'Target agent', h('input', {name: 'target_agent_id', value: f.target_agent_id, size: 12, spellcheck: 'false'})),
+      h('label', {class: 'check'}, h('input', {type: 'checkbox', name: 'stop_requested_only', checked: f.stop_requested_only === 'true'}), 'stop requested'),
+      h('label', {}, 'Per page', h('select', {name: 'limit'}, [...new Set(['25', '50', '100', '200', f.limit])].map((v) => opt(v, f.limit)))),
+      h('button', {type: 'submit'}, 'Filter'));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const n = {state: form.state.value, outcome: form.outcome.value, turn_kind: form.turn_kind.value.trim(),
+        target_agent_id: form.target_agent_id.value.trim(), stop_requested_only: form.stop_requested_only.checked ? 'true' : '', limit: form.limit.value === '50' ? '' : form.limit.value};
+      location.hash = link(p, 'turns') + qs(n);
+    });
+    view.replaceChildren(h('h1', {}, `Turns of ${p}`), form, h('p', {class: 'muted'}, 'loading…'));
+    let page;
+    try {
+      page = await api('GET', `${pp(p)}/projection/turns` + qs(Object.assign({}, f, {after_ledger_seq: after})));
+    } catch (e) { view.lastChild.replaceWith(errorBox(e)); return; }
+    const here = Object.assign({}, f, {limit: f.limit === '50' ? '' : f.limit});
+    const pager = h('nav', {class: 'pager', 'aria-label': 'Pages'},
+      after ? h('a', {class: 'button quiet', href: link(p, 'turns') + qs(here)}, 'First page') : '',
+      page.has_more ? h('a', {class: 'button', id: 'next-page', href: link(p, 'turns') + qs(Object.assign({}, here, {after: page.next_after_ledger_seq}))}, 'Next page') : '',
+      h('span', {class: 'muted'}, `${page.items.length} shown` + (after ? `, dispatched after ledger_seq ${after}` : '') + (page.has_more ? '; more follow' : '; end of list')));
+    view.lastChild.replaceWith(
+      page.items.length === 0 ? h('p', {id: 'turns-empty'}, page.has_more ? 'None on this stretch of the ledger; follow Next page.' : 'No Turn matches.') :
+        table(['Turn', 'Kind', 'State', 'Outcome', 'Target', 'Requested by', 'Attempts', 'Updated'], page.items.map((t) => [
+          turnLink(p, t.turn_id), t.turn_kind, h('span', {class: 'row'}, badge(t.state), t.stop_requested ? badge('stop requested', 'stop') : ''),
+          t.outcome ? badge(t.outcome) : '—', agentLink(p, t.target_agent.agent_id), agentLink(p, t.requested_by.agent_id), t.attempts, when(t.updated_at)]), 'turns-table'),
+      pager);
+  }
+
+  async function turnPage(view, p, id) {
+    setNav(p, 'turns');
+    const path = `${pp(p)}/turns/${enc(id)}`;
+    const snap = h('section', {class: 'panel', id: 'turn-snapshot'});
+    const tree = h('section', {class: 'panel', id: 'lineage'});
+    const ctx = h('section', {class: 'panel', id: 'turn-context'});
+    let refreshing = null;
+    async function refresh() {
+      const [t, lin, c] = await Promise.all([
+        api('GET', path), api('GET', `${pp(p)}/projection/turns/${enc(id)}/lineage${qs({limit: 500})}`), api('GET', `${path}/context${qs({limit: 200})}`)]);
+      renderSnapshot(snap, p, t, refresh);
+      renderLineage(tree, p, id, lin.items);
+      ctx.replaceChildren(h('h2', {}, 'Semantic context'), c.items.length === 0 ? h('p', {class: 'muted'}, 'No record yet.') :
+        h('ol', {class: 'feed'}, c.items.map((r) => h('li', {'data-turn-seq': r.turn_seq}, h('span', {class: 'seq', title: 'turn_seq'}, '#' + r.turn_seq),
+          h('span', {class: 'what'}, h('span', {class: 'type'}, r.role), ' by ', agentLink(p, r.agent_id)),
+          h('time', {class: 'at muted', datetime: r.at, title: r.at}, new Date(r.at).toLocaleTimeString()),
+          h('details', {open: true}, h('summary', {}, 'payload'), json(r.payload))))),
+        c.has_more ? h('p', {class: 'muted'}, 'More records follow; the first 200 are shown.') : '');
+    }
+    view.replaceChildren(h('h1', {}, 'Turn ', h('span', {class: 'mono'}, id)), h('p', {class: 'muted'}, 'loading…'));
+    await refresh();
+    const feed = feedPanel(p, `${path}/feed`, 0, {title: 'Turn feed (live)', id: 'turn-feed', self: id, onItems: () => {
+      // A new event may change the snapshot and the tree: read them again.
+      if (!refreshing) refreshing = refresh().catch((e) => flash(e.message, true)).finally(() => { refreshing = null; });
+    }});
+    view.replaceChildren(h('h1', {}, 'Turn ', h('span', {class: 'mono'}, id)), h('div', {class: 'grid'}, snap, h('div', {}, tree, feed)), ctx);
+  }
+
+  function renderSnapshot(el, p, t, refresh) {
+    const by = actor(p, t.requested_by.agent_id);
+    const body = {requested_by: by, meta: {note: 'from the web console'}, trace: null};
+    const onBehalf = auth.mode === 'admin' ? ` As admin, the request names ${by.agent_id} (the Turn's requester) in requested_by.` : '';
+    const canStop = t.state !== 'finished' && !t.stop_requested;
+    el.replaceChildren(h('h2', {}, 'Snapshot'),
+      h('dl', {class: 'kv'},
+        kv('State', h('span', {class: 'row'}, h('span', {id: 'turn-state', class: `badge ${t.state}`}, t.state), t.stop_requested ? badge('stop requested', 'stop') : '')),
+        kv('Outcome', t.outcome ? h('span', {id: 'turn-outcome', class: `badge ${t.outcome}`}, t.outcome) : '—'),
+        kv('Kind', t.turn_kind), kv('Target', agentLink(p, t.target_agent.agent_id)), kv('Requested by', agentLink(p, t.requested_by.agent_id)),
+        kv('Authority', t.authority.mode + (t.authority.request_id ? ` (${t.authority.request_id})` : '')),
+        kv('Parent', t.parent ? turnLink(p, t.parent.turn_id) : '—'), kv('Root', t.root_turn_id === t.turn_id ? 'itself' : turnLink(p, t.root_turn_id)), kv('Depth', t.depth),
+        kv('Dispatch key', h('code', {}, t.dispatch_key)), kv('Attempts', t.attempts), kv('Records', t.last_turn_seq),
+        kv('Created', when(t.created_at)), kv('Updated', when(t.updated_at)), kv('Finished', when(t.finished_at)),
+        kv('Stop asked', t.stop_requested_at ? when(t.stop_requested_at) : '—'), kv('ledger_seq', t.ledger_seq)),
+      h('h3', {}, 'Claim'),
+      t.claim ? h('dl', {class: 'kv', id: 'turn-claim'}, kv('Holder', agentLink(p, t.claim.agent_id)), kv('Claim id', h('code', {}, t.claim.claim_id)),
+        kv('Claimed', when(t.claim.claimed_at)), kv('Expires', [when(t.claim.expires_at), ' ', countdown(t.claim.expires_at)])) : h('p', {class: 'muted'}, 'Not claimed.'),
+      h('div', {class: 'actions'},
+        canStop ? h('button', {type: 'button', class: 'danger', id: 'stop-turn', onclick: () => act('Stop Turn',
+          `Request a stop of ${t.turn_id}? ${t.state === 'claimed' ? 'Its claim holder sees the request and should stop; the Turn stays claimed until then.' : 'It finishes now with outcome stopped.'}${onBehalf}`,
+          'Stop', () => api('POST', `${pp(p)}/management/turns/${enc(t.turn_id)}:stop`, body), refresh)}, 'Stop') : '',
+        t.state === 'suspended' ? h('button', {type: 'button', id: 'resume-turn', onclick: () => act('Resume Turn', `Put ${t.turn_id} back in the queue?${onBehalf}`, 'Resume',
+          () => api('POST', `${pp(p)}/turns/${enc(t.turn_id)}:resume`, body), refresh)}, 'Resume') : ''),
+      h('h3', {}, 'Input'), json(t.input),
+      t.final_payload !== null && t.final_payload !== undefined ? [h('h3', {}, `Final payload (${t.final_record_role || 'no role'})`), json(t.final_payload)] : '');
+  }
+
+  // renderLineage draws the lineage as a tree: ancestors from the root down,
+  // the Turn itself, its descendants; each node coloured by state.
+  function renderLineage(el, p, self, items) {
+    const kids = new Map();
+    const ids = new Set(items.map((i) => i.turn_id));
+    let roots = [];
+    for (const it of items) {
+      if (it.parent_turn_id && ids.has(it.parent_turn_id)) {
+        if (!kids.has(it.parent_turn_id)) kids.set(it.parent_turn_id, []);
+        kids.get(it.parent_turn_id).push(it);
+      } else roots.push(it);
+    }
+    const node = (it) => h('li', {'data-turn': it.turn_id, 'data-relation': it.relation},
+      h('span', {class: `node ${it.state}` + (it.turn_id === self ? ' self' : '')},
+        it.turn_id === self ? h('span', {class: 'mono', 'aria-current': 'page'}, it.turn_id) : turnLink(p, it.turn_id),
+        h('span', {class: 'muted'}, it.turn_kind), badge(it.state), it.outcome ? badge(it.outcome) : '', h('span', {class: 'muted'}, '→ ' + it.target_agent.agent_id)),
+      kids.has(it.turn_id) ? h('ul', {}, kids.get(it.turn_id).map(node)) : '');
+    el.replaceChildren(h('h2', {}, 'Lineage'),
+      h('ul', {class: 'tree', 'aria-label': 'Lineage tree'}, roots.map(node)),
+      h('p', {class: 'muted'}, `${items.length} Turn(s): ancestors, this Turn, descendants.`));
+  }
+
+  async function feedPage(view, p) {
+    setNav(p, 'feed');
+    view.replaceChildren(h('h1', {}, `Live feed of ${p}`),
+      h('p', {class: 'muted'}, 'Every event of the project as it is appended to the ledger, newest first. Pausing keeps your place; resuming catches up from it.'),
+      feedPanel(p, `${pp(p)}/projection/feed`, await startSeq(200), {title: 'Project feed', id: 'project-feed'}));
+  }
+
+  // ---- routing -------------------------------------------------------------
+
+  async function route() {
+    for (const d of disposers) d();
+    disposers = [];
+    const gen = ++routeGen;
+    const hash = location.hash;
+    const view = h('div', {class: 'view'});
+    mainEl.replaceChildren(view);
+    mainEl.setAttribute('aria-busy', 'true');
+    const done = () => {
+      if (gen !== routeGen) return;
+      mainEl.setAttribute('aria-busy', 'false');
+      mainEl.dataset.rendered = hash;
+    };
+    if (!auth) { signIn(view); done(); return; }
+    const raw = hash.replace(/^#/, '') || '/';
+    const [path, query] = raw.split('?');
+    const q = new URLSearchParams(query || '');
+    const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+    const notFound = () => view.replaceChildren(h('h1', {}, 'Not found'), h('p', {}, h('a', {href: '#/'}, 'Back to the start')));
+    try {
+      if (!projects.length) await loadProjects();
+      if (parts.length === 0) await home(view);
+      else if (parts[0] === 'p' && parts.length >= 2) {
+        const p = parts[1];
+        if (auth.mode === 'agent' && p !== auth.project) { location.replace(link(auth.project)); return; }
+        const [, , sec, id] = parts;
+        if (!sec) await stuck(view, p);
+        else if (sec === 'agents' && id) await agentPage(view, p, id);
+        else if (sec === 'agents') await agentsPage(view, p);
+        else if (sec === 'turns' && id) await turnPage(view, p, id);
+        else if (sec === 'turns') await turnsPage(view, p, q);
+        else if (sec === 'feed') await feedPage(view, p);
+        else notFound();
+      } else notFound();
+    } catch (e) {
+      view.replaceChildren(h('h1', {}, 'Could not load this page'), errorBox(e), h('p', {}, h('a', {href: '#/'}, 'Back to the start')));
+    }
+    done();
+    if (gen === routeGen && document.activeElement === document.body) mainEl.focus({preventScroll: true});
+  }
+
+  document.getElementById('signout').addEventListener('click', () => {
+    sessionStorage.removeItem(AUTH_KEY);
+    auth = null;
+    projects = [];
+    location.hash = '#/';
+    route();
+  });
+  document.getElementById('project').addEventListener('change', (ev) => { location.hash = link(ev.target.value); });
+  // The skip link moves the focus; it must not change the hash (the route).
+  document.querySelector('.skip').addEventListener('click', (ev) => { ev.preventDefault(); mainEl.focus(); });
+  window.addEventListener('hashchange', route);
+  route();
+})();

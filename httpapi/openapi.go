@@ -1,0 +1,467 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// The OpenAPI 3.1 document of every route the Server serves, built once from
+// the table below and served at GET /openapi.json without credentials.
+// openapi_test.go checks it both ways against the router (a route missing
+// from either side fails) and validates real responses of a lifecycle
+// against its schemas, so it cannot drift from the code unnoticed.
+//
+// Response objects are closed (additionalProperties: false) and list every
+// field as required: a field added to a response must be added here too.
+
+// OpenAPI returns the OpenAPI 3.1 document (JSON) of the coordination API.
+// Callers must not modify the returned bytes.
+func OpenAPI() []byte { return openAPIDoc() }
+
+var openAPIDoc = sync.OnceValue(func() []byte {
+	b, err := json.MarshalIndent(buildOpenAPI(), "", "  ")
+	if err != nil {
+		panic("httpapi: encode the OpenAPI document: " + err.Error())
+	}
+	return append(b, '\n')
+})
+
+func (s *Server) openapi(w http.ResponseWriter, c *call) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Write(OpenAPI())
+	return nil
+}
+
+type m = map[string]any
+
+// Who may call a route.
+type access int
+
+const (
+	anyone  access = iota // no credentials
+	admin                 // the admin bearer
+	project               // an agent (three headers) or the admin bearer
+)
+
+// operation is one route of the document.
+type operation struct {
+	method, path, id, summary string
+	access                    access
+	query                     []string // names of components/parameters
+	body                      string   // request schema; "" when none
+	bodyOptional              bool     // an empty body is accepted
+	resp                      m        // schema of the 200 body
+	stream                    bool     // also answers text/event-stream
+	respType                  string   // content type of the 200 body; default application/json
+}
+
+const pp = "/v3r1/projects/{project_id}"
+
+// operations lists every route. The router check in openapi_test.go keeps it
+// equal to routes().
+var operations = []operation{
+	{method: "GET", path: "/healthz", id: "healthz", summary: "Liveness check.", access: anyone, resp: ref("Health")},
+	{method: "GET", path: "/admin/v1/projects", id: "listProjects", summary: "Every project with an event in the projections (admin).", access: admin, resp: closed(m{"items": m{"type": "array", "items": closed(m{"project_id": tStr})}, "diagnostics": m{"type": "array", "items": ref("Diagnostic")}})},
+	{method: "GET", path: "/readyz", id: "readyz", summary: "Readiness: backend, projections and claim-reaper settings; 503 when not ready.", access: anyone, resp: m{"type": "object", "required": []string{"status"}, "properties": m{"status": m{"type": "string", "enum": []string{"ready", "not_ready"}}}}},
+	{method: "GET", path: "/openapi.json", id: "openapi", summary: "This document.", access: anyone, resp: m{"type": "object"}},
+	{method: "GET", path: "/metrics", id: "metrics", summary: "Prometheus metrics (text exposition format); from loopback only unless configured otherwise.", access: anyone, resp: m{"type": "string"}, respType: "text/plain"},
+
+	{method: "POST", path: "/admin/v1/projects/{project_id}/agent-credential-tokens:request", id: "requestAgentCredentialTokens", summary: "Bootstrap an agent's profile (registering it when new or when a spec is given) and issue a one-time credential.", access: admin, body: "TokensRequestBody", resp: ref("CredentialMaterial")},
+	{method: "POST", path: "/admin/v1/projects/{project_id}/agent-join-invites", id: "createJoinInvite", summary: "Create a scoped join invite; the join code is returned once.", access: admin, body: "InviteBody", resp: ref("InviteCreated")},
+	{method: "POST", path: "/admin/v1/agent-joins:redeem", id: "redeemJoin", summary: "Redeem a join code: profile metadata and a one-time agent credential token.", access: anyone, body: "RedeemBody", resp: ref("CredentialMaterial")},
+	{method: "POST", path: "/admin/v1/byoa/join:redeem", id: "redeemJoinByoa", summary: "Compatibility alias of /admin/v1/agent-joins:redeem.", access: anyone, body: "RedeemBody", resp: ref("CredentialMaterial")},
+
+	{method: "POST", path: pp + "/agents:register", id: "registerAgent", summary: "Register an agent or replace its spec (the agents:register grant, or the admin).", access: project, body: "RegisterBody", resp: ref("AgentView")},
+	{method: "POST", path: pp + "/agents/{agent_id}/credentials:issue", id: "issueCredential", summary: "Issue a credential; the token is returned once.", access: project, body: "ContextBody", bodyOptional: true, resp: ref("IssuedCredential")},
+	{method: "POST", path: pp + "/agents/{agent_id}/credentials/{credential_id}:revoke", id: "revokeCredential", summary: "Revoke a credential.", access: project, body: "ContextBody", bodyOptional: true, resp: ref("Ok")},
+	{method: "GET", path: pp + "/agents/{agent_id}/credentials", id: "listCredentials", summary: "List an agent's credentials (its own, or with credentials:admin).", access: project, resp: ref("CredentialList")},
+	{method: "GET", path: pp + "/agents/{agent_id}", id: "getAgent", summary: "The agent truth snapshot.", access: project, resp: ref("AgentView")},
+	{method: "POST", path: pp + "/agents/{agent_id}/work-memory-reports", id: "submitWorkMemoryReport", summary: "Submit a work-memory report manifest as the agent.", access: project, body: "WorkMemoryReport", resp: ref("ReportResult")},
+	{method: "POST", path: pp + "/management/agents/{agent_id}:drain", id: "drainAgent", summary: "Stop admitting new Turns to the agent.", access: project, body: "AdmissionBody", resp: ref("AgentView")},
+	{method: "POST", path: pp + "/management/agents/{agent_id}:resume", id: "resumeAgent", summary: "Admit new Turns to the agent again.", access: project, body: "AdmissionBody", resp: ref("AgentView")},
+	{method: "POST", path: pp + "/management/agents/{agent_id}:heartbeat-presence", id: "heartbeatPresence", summary: "Record the agent's presence.", access: project, body: "HeartbeatBody", bodyOptional: true, resp: ref("AgentView")},
+	{method: "PUT", path: pp + "/management/agents/{agent_id}/public-metadata", id: "replacePublicMetadata", summary: "Replace the agent's public metadata (the body is the new metadata object).", access: project, body: "PublicMetadata", resp: ref("AgentView")},
+	{method: "GET", path: pp + "/agents/{agent_id}/feed", id: "agentFeed", summary: "The agent's ledger feed; with Accept: text/event-stream, a live stream of it.", access: project, query: []string{"after_ledger_seq", "limit"}, resp: ref("FeedPage"), stream: true},
+
+	{method: "POST", path: pp + "/turns:dispatch", id: "dispatchTurn", summary: "Dispatch a root or child Turn.", access: project, body: "DispatchBody", resp: ref("TurnView")},
+	{method: "GET", path: pp + "/turns/{turn_id}", id: "getTurn", summary: "The Turn snapshot.", access: project, resp: ref("TurnView")},
+	{method: "GET", path: pp + "/turns/{turn_id}/context", id: "turnContext", summary: "The Turn's semantic context, by turn_seq.", access: project, query: []string{"after_turn_seq", "limit"}, resp: ref("ContextPage")},
+	{method: "GET", path: pp + "/turns/{turn_id}/feed", id: "turnFeed", summary: "The Turn's ledger feed; with Accept: text/event-stream, a live stream of it.", access: project, query: []string{"after_ledger_seq", "limit"}, resp: ref("FeedPage"), stream: true},
+	{method: "POST", path: pp + "/management/turns/{turn_id}:stop", id: "stopTurn", summary: "Request a stop of the Turn.", access: project, body: "RequestedByBody", resp: ref("TurnView")},
+	{method: "POST", path: pp + "/turns/{turn_id}:resume", id: "resumeTurn", summary: "Resume a suspended Turn.", access: project, body: "RequestedByBody", resp: ref("TurnView")},
+
+	{method: "POST", path: pp + "/agents/{agent_id}/claims:claim", id: "claimTurn", summary: "Claim the next available Turn for the agent; null when none. With wait, hold the request until one is available or the wait ends.", access: project, query: []string{"wait"}, body: "ClaimBody", resp: m{"anyOf": []any{ref("ClaimResult"), m{"type": "null"}}}},
+	{method: "POST", path: pp + "/claims:renew", id: "renewClaim", summary: "Renew an active claim by the claim TTL.", access: project, body: "FencedBody", resp: ref("RenewResult")},
+	{method: "POST", path: pp + "/claims:reconcile-expired", id: "reconcileExpiredClaims", summary: "Release the project's expired claims.", access: project, body: "ContextBody", bodyOptional: true, resp: ref("ReconcileResult")},
+	{method: "POST", path: pp + "/turns/{turn_id}/semantic-records", id: "appendSemanticRecord", summary: "Append a semantic record under the active claim.", access: project, body: "RecordBody", resp: ref("RecordResult")},
+	{method: "POST", path: pp + "/turns/{turn_id}:suspend", id: "suspendTurn", summary: "Suspend the claimed Turn (the claim is released).", access: project, body: "FencedBody", resp: ref("TurnView")},
+	{method: "POST", path: pp + "/turns/{turn_id}:finish", id: "finishTurn", summary: "Finish the claimed Turn with an outcome.", access: project, body: "FinishBody", resp: ref("TurnView")},
+
+	{method: "GET", path: pp + "/projection/agents", id: "listAgents", summary: "Agent directory entries.", access: project, query: []string{"agent_id_filter", "enabled_only", "accepts_work_only", "role", "capability", "limit"}, resp: ref("AgentPage")},
+	{method: "GET", path: pp + "/projection/turn-offers", id: "listTurnOffers", summary: "Canonical Turn offers: one per (agent, capability).", access: project, query: []string{"turn_kind", "agent_id_filter", "enabled_only", "accepts_work_only", "limit"}, resp: ref("OfferPage")},
+	{method: "GET", path: pp + "/projection/turns", id: "listTurns", summary: "Projected Turns in dispatch order; after_ledger_seq is the cursor (a dispatch ledger_seq).", access: project, query: []string{"target_agent_id", "turn_kind", "state", "outcome", "stop_requested_only", "after_ledger_seq", "limit"}, resp: ref("TurnPage")},
+	{method: "GET", path: pp + "/projection/turns/{turn_id}/lineage", id: "turnLineage", summary: "The Turn's lineage: ancestors, itself, descendants.", access: project, query: []string{"limit"}, resp: ref("LineagePage")},
+	{method: "GET", path: pp + "/projection/feed", id: "projectFeed", summary: "The project's ledger feed; with Accept: text/event-stream, a live stream of it.", access: project, query: []string{"after_ledger_seq", "limit"}, resp: ref("FeedPage"), stream: true},
+}
+
+// tagOf groups a route for a reference: Service, Admin, Agents, Turns,
+// Claims or Projections.
+func tagOf(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/admin/"):
+		return "Admin"
+	case !strings.HasPrefix(path, pp):
+		return "Service"
+	case strings.Contains(path, "/projection/"):
+		return "Projections"
+	case strings.Contains(path, "claims:") || strings.Contains(path, "/semantic-records") || strings.HasSuffix(path, ":suspend") || strings.HasSuffix(path, ":finish"):
+		return "Claims"
+	case strings.Contains(path, "/turns"):
+		return "Turns"
+	}
+	return "Agents"
+}
+
+func ref(name string) m { return m{"$ref": "#/components/schemas/" + name} }
+
+func nullable(s m) m {
+	if t, ok := s["type"].(string); ok && len(s) <= 2 {
+		out := m{}
+		for k, v := range s {
+			out[k] = v
+		}
+		out["type"] = []string{t, "null"}
+		return out
+	}
+	return m{"anyOf": []any{s, m{"type": "null"}}}
+}
+
+var (
+	tStr     = m{"type": "string"}
+	tBool    = m{"type": "boolean"}
+	tInt     = m{"type": "integer"}
+	tSeq     = m{"type": "integer", "minimum": 0}
+	tTime    = m{"type": "string", "format": "date-time"}
+	tAny     = m{}
+	tObj     = m{"type": "object"}
+	tStrList = m{"type": "array", "items": tStr}
+	tID      = m{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}
+)
+
+// closed is a response object: every property required, no others.
+func closed(props m) m {
+	req := make([]string, 0, len(props))
+	for k := range props {
+		req = append(req, k)
+	}
+	slices.Sort(req)
+	return m{"type": "object", "properties": props, "required": req, "additionalProperties": false}
+}
+
+// closedExcept is closed with the named properties optional.
+func closedExcept(props m, optional ...string) m {
+	s := closed(props)
+	var req []string
+	for _, k := range s["required"].([]string) {
+		if !slices.Contains(optional, k) {
+			req = append(req, k)
+		}
+	}
+	s["required"] = req
+	return s
+}
+
+// body is a request object: unknown fields are refused, the named ones
+// required.
+func body(props m, required ...string) m {
+	s := m{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	return s
+}
+
+func pageOf(item m, cursor ...string) m {
+	props := m{
+		"project_id":  tStr,
+		"items":       m{"type": "array", "items": item},
+		"limit":       tInt,
+		"diagnostics": m{"type": "array", "items": ref("Diagnostic")},
+	}
+	for _, c := range cursor {
+		switch c {
+		case "has_more":
+			props[c] = tBool
+		default:
+			props[c] = tSeq
+		}
+	}
+	return closed(props)
+}
+
+func schemas() m {
+	metaTrace := m{"meta": nullable(ref("Meta")), "trace": nullable(ref("Trace"))}
+	with := func(props m) m {
+		for k, v := range metaTrace {
+			props[k] = v
+		}
+		return props
+	}
+	profileSpec := body(m{
+		"role": tStr, "description": tStr, "enabled": tBool, "accepts_work": tBool, "capacity": tInt,
+		"capabilities": tStrList, "grants": tStrList, "public_metadata": tObj,
+	})
+	return m{
+		"ErrorBody":  closed(m{"error": tStr, "message": tStr}),
+		"Diagnostic": closed(m{"code": tStr, "message": tStr}),
+		"Health":     closed(m{"status": tStr}),
+		"Ok":         closed(m{"ok": m{"const": true}}),
+		"AgentRef":   closed(m{"project_id": tStr, "agent_id": tStr}),
+		"TurnRef":    closed(m{"project_id": tStr, "turn_id": tStr}),
+		"ClaimToken": closed(m{"project_id": tStr, "turn_id": tStr, "agent_id": tStr, "token": tStr, "expires_at": tTime}),
+		"Meta":       body(m{"note": tStr, "reason": tStr, "annotations": nullable(tObj)}),
+		"Trace":      body(m{"trace_id": tStr, "parent_trace_id": nullable(tStr), "recursion_depth": tInt}),
+		"AgentSpec": closed(m{
+			"agent_id": tID, "role": tStr, "description": tStr, "enabled": tBool, "accepts_work": tBool,
+			"capacity": tInt, "capabilities": tStrList, "grants": tStrList, "public_metadata": tObj,
+		}),
+		"Provenance":  closed(m{"kind": tStr, "external_ref": tStr, "payload_hash": nullable(tStr)}),
+		"ProfileSpec": profileSpec,
+
+		"TurnView": closed(m{
+			"project_id": tStr, "turn_id": tStr, "turn_kind": tStr,
+			"state":             m{"type": "string", "enum": []string{"queued", "claimed", "suspended", "finished"}},
+			"outcome":           nullable(tStr),
+			"stop_requested":    tBool,
+			"stop_requested_at": nullable(tTime),
+			"target_agent":      ref("AgentRef"), "requested_by": ref("AgentRef"),
+			"input": tAny, "dispatch_key": tStr,
+			"authority": closedExcept(m{"mode": m{"type": "string", "enum": []string{"root_request", "child_derivation"}}, "request_id": tStr, "parent_turn_id": tStr}, "request_id", "parent_turn_id"),
+			"parent":    nullable(ref("TurnRef")), "root_turn_id": tStr, "depth": tInt,
+			"claim":    nullable(closed(m{"claim_id": tStr, "agent_id": tStr, "claimed_at": tTime, "expires_at": tTime})),
+			"attempts": tInt, "last_turn_seq": tSeq, "final_payload": tAny, "final_record_role": nullable(tStr),
+			"created_at": tTime, "updated_at": tTime, "finished_at": nullable(tTime), "ledger_seq": tSeq,
+		}),
+		"AgentView": closed(m{
+			"project_id": tStr, "agent_id": tStr, "role": tStr, "description": tStr, "enabled": tBool,
+			"accepts_work": tBool, "drained": tBool, "admitting": tBool, "capacity": tInt, "active_claims": tInt,
+			"free_capacity": tInt, "capabilities": tStrList, "grants": tStrList, "public_metadata": tAny,
+			"provenance": ref("Provenance"), "registered_at": tTime, "updated_at": tTime, "last_seen_at": nullable(tTime),
+			"presence":   m{"type": "string", "enum": []string{"online", "offline", "never"}},
+			"ledger_seq": tSeq,
+		}),
+		"TurnOffer": closed(m{
+			"agent_id": tStr, "turn_kind": tStr, "role": tStr, "enabled": tBool, "accepts_work": tBool, "drained": tBool,
+			"admitting": tBool, "capacity": tInt, "free_capacity": tInt, "queued": tInt,
+			"presence": m{"type": "string", "enum": []string{"online", "offline", "never"}},
+		}),
+		"CredentialView": closed(m{
+			"credential_id": tStr, "project_id": tStr, "agent_id": tStr,
+			"status":    m{"type": "string", "enum": []string{"active", "revoked", "expired"}},
+			"issued_at": tTime, "expires_at": tTime, "revoked_at": nullable(tTime), "via": tStr,
+		}),
+		"LineageItem": closed(m{
+			"turn_id": tStr, "parent_turn_id": nullable(tStr), "depth": tInt,
+			"relation": m{"type": "string", "enum": []string{"ancestor", "self", "descendant"}},
+			"state":    tStr, "outcome": nullable(tStr), "turn_kind": tStr, "target_agent": ref("AgentRef"),
+		}),
+		"ContextItem": closed(m{"turn_seq": tSeq, "role": tStr, "payload": tAny, "claim_id": tStr, "agent_id": tStr, "at": tTime, "ledger_seq": tSeq}),
+		"FeedItem": closed(m{
+			"ledger_seq": tSeq, "type": tStr, "v": tInt, "project_id": tStr, "aggregate": tStr, "id": tStr, "at": tTime,
+			"actor": closedExcept(m{"kind": tStr, "agent_id": tStr}, "agent_id"),
+			"data":  tAny, "meta": nullable(ref("Meta")), "trace": nullable(ref("Trace")),
+		}),
+
+		"AgentPage":   pageOf(ref("AgentView")),
+		"OfferPage":   pageOf(ref("TurnOffer")),
+		"LineagePage": pageOf(ref("LineageItem")),
+		"TurnPage":    pageOf(ref("TurnView"), "next_after_ledger_seq", "has_more"),
+		"ContextPage": pageOf(ref("ContextItem"), "next_after_turn_seq", "has_more"),
+		"FeedPage":    pageOf(ref("FeedItem"), "next_after_ledger_seq", "has_more"),
+
+		"ClaimResult":      closed(m{"claim": ref("ClaimToken"), "turn": ref("TurnView")}),
+		"RenewResult":      closed(m{"claim": ref("ClaimToken"), "stop_requested": tBool, "ledger_seq": tSeq}),
+		"RecordResult":     closed(m{"project_id": tStr, "turn_id": tStr, "turn_seq": tSeq, "stop_requested": tBool, "ledger_seq": tSeq}),
+		"ReconcileResult":  closed(m{"project_id": tStr, "released_turn_ids": tStrList, "ledger_seq": tSeq}),
+		"ReportResult":     closed(m{"report_id": tStr, "project_id": tStr, "agent_id": tStr, "ledger_seq": tSeq}),
+		"IssuedCredential": closed(m{"credential": ref("CredentialView"), "token": tStr}),
+		"CredentialList":   closed(m{"project_id": tStr, "agent_id": tStr, "items": m{"type": "array", "items": ref("CredentialView")}}),
+		"Profile": closedExcept(m{
+			"project_id": tStr, "agent_id": tStr, "profile_kind": tStr, "runtime_kind": tStr, "invite_id": tStr, "agent": ref("AgentView"),
+		}, "profile_kind", "runtime_kind", "invite_id"),
+		"CredentialMaterial": closed(m{"profile": ref("Profile"), "credential": ref("CredentialView"), "agent_credential_token": tStr}),
+		"JoinInvite": closed(m{
+			"invite_id": tStr, "project_id": tStr, "agent_id": tStr, "profile_kind": tStr, "runtime_kind": tStr,
+			"expires_at": tTime, "single_use": tBool,
+		}),
+		"InviteCreated": closed(m{"invite": ref("JoinInvite"), "join_code": tStr}),
+
+		// Request bodies.
+		"ContextBody":     body(with(m{})),
+		"RegisterBody":    body(with(m{"spec": ref("AgentSpec"), "provenance": ref("Provenance")}), "spec", "provenance"),
+		"AdmissionBody":   body(with(m{"agent": ref("AgentRef"), "requested_by": ref("AgentRef")}), "agent", "requested_by"),
+		"HeartbeatBody":   body(with(m{"agent": ref("AgentRef")})),
+		"RequestedByBody": body(with(m{"requested_by": ref("AgentRef")}), "requested_by"),
+		"PublicMetadata":  tObj,
+		"WorkMemoryReport": body(m{
+			"kind": m{"const": "agent_work_memory_report_manifest.v1"}, "request_id": tStr, "summary": tStr,
+			"records":       m{"type": "array", "items": body(m{"role": tStr, "payload": tObj, "source_refs": m{"type": "array"}}, "role", "payload")},
+			"final_payload": nullable(tObj), "declared_project_id": tStr, "declared_agent_id": tStr,
+		}, "kind", "request_id", "records", "declared_project_id", "declared_agent_id"),
+		"DispatchBody": body(with(m{
+			"requested_by": ref("AgentRef"), "target_agent": ref("AgentRef"), "input": tAny,
+			"turn_kind": tStr, "dispatch_key": tStr,
+			"authority": m{"oneOf": []any{
+				body(m{"mode": m{"const": "root_request"}, "request_id": tStr, "parent_claim": m{"type": "null"}}, "mode", "request_id"),
+				body(m{"mode": m{"const": "child_derivation"}, "parent_claim": ref("ClaimToken"), "request_id": tStr}, "mode", "parent_claim"),
+			}},
+		}), "requested_by", "target_agent", "input", "turn_kind", "dispatch_key", "authority"),
+		"ClaimBody":  body(with(m{"agent": ref("AgentRef")}), "agent"),
+		"FencedBody": body(with(m{"claim": ref("ClaimToken")}), "claim"),
+		"RecordBody": body(with(m{"claim": ref("ClaimToken"), "payload": tObj, "role": tStr}), "claim", "payload", "role"),
+		"FinishBody": body(with(m{
+			"claim": ref("ClaimToken"), "outcome": tStr, "final_payload": nullable(tObj), "final_record_role": tStr,
+		}), "claim", "outcome"),
+		"TokensRequestBody": body(with(m{"agent_id": tID, "spec": nullable(ref("ProfileSpec")), "provenance": nullable(ref("Provenance"))}), "agent_id"),
+		"InviteBody": body(with(m{
+			"agent_id": tID, "profile_kind": tStr, "runtime_kind": tStr,
+			"expires_in_seconds": nullable(m{"type": "integer", "minimum": 1}), "single_use": nullable(tBool),
+			"spec": nullable(ref("ProfileSpec")),
+		}), "agent_id"),
+		"RedeemBody": body(m{"join_code": tStr}, "join_code"),
+	}
+}
+
+func parameters() m {
+	q := func(name, desc string, schema m) m {
+		return m{"name": name, "in": "query", "required": false, "description": desc, "schema": schema}
+	}
+	path := func(name string) m {
+		return m{"name": name, "in": "path", "required": true, "schema": tID}
+	}
+	flag := m{"type": "string", "enum": []string{"true", "false", "1", "0", ""}}
+	return m{
+		"project_id":          path("project_id"),
+		"agent_id":            path("agent_id"),
+		"turn_id":             path("turn_id"),
+		"credential_id":       path("credential_id"),
+		"after_ledger_seq":    q("after_ledger_seq", "Cursor: only items after this ledger_seq (default 0).", tSeq),
+		"after_turn_seq":      q("after_turn_seq", "Cursor: only records after this turn_seq (default 0).", tSeq),
+		"limit":               q("limit", "Page size, 1 to 500 (default 50).", m{"type": "integer", "minimum": 1, "maximum": 500}),
+		"wait":                q("wait", "Long poll: a Go duration from 0s to 60s (default 0s: answer at once).", m{"type": "string", "examples": []string{"30s"}}),
+		"agent_id_filter":     q("agent_id", "Only this agent.", tID),
+		"target_agent_id":     q("target_agent_id", "Only Turns targeting this agent.", tID),
+		"turn_kind":           q("turn_kind", "Only this Turn kind.", tStr),
+		"state":               q("state", "Only Turns in this state.", m{"type": "string", "enum": []string{"queued", "claimed", "suspended", "finished"}}),
+		"outcome":             q("outcome", "Only Turns with this outcome.", tStr),
+		"stop_requested_only": q("stop_requested_only", "Only Turns with a stop requested.", flag),
+		"enabled_only":        q("enabled_only", "Only enabled agents.", flag),
+		"accepts_work_only":   q("accepts_work_only", "Only agents accepting work and not drained.", flag),
+		"role":                q("role", "Only agents of this role.", tStr),
+		"capability":          q("capability", "Only agents with this capability.", tStr),
+		"Last-Event-ID": m{"name": "Last-Event-ID", "in": "header", "required": false, "schema": tSeq,
+			"description": "Event streams: resume after this ledger_seq (wins over after_ledger_seq)."},
+	}
+}
+
+// pathParams returns the names of the {params} of a path.
+func pathParams(path string) []string {
+	var out []string
+	for {
+		i := strings.IndexByte(path, '{')
+		if i < 0 {
+			return out
+		}
+		j := strings.IndexByte(path[i:], '}')
+		out = append(out, path[i+1:i+j])
+		path = path[i+j:]
+	}
+}
+
+func buildOpenAPI() m {
+	errResp := func(desc string) m {
+		return m{"description": desc, "content": m{"application/json": m{"schema": ref("ErrorBody")}}}
+	}
+	paths := m{}
+	for _, op := range operations {
+		var params []any
+		for _, p := range pathParams(op.path) {
+			params = append(params, m{"$ref": "#/components/parameters/" + p})
+		}
+		for _, p := range op.query {
+			params = append(params, m{"$ref": "#/components/parameters/" + p})
+		}
+		if op.stream {
+			params = append(params, m{"$ref": "#/components/parameters/Last-Event-ID"})
+		}
+		respType := op.respType
+		if respType == "" {
+			respType = "application/json"
+		}
+		content := m{respType: m{"schema": op.resp}}
+		if op.stream {
+			content["text/event-stream"] = m{
+				"schema":      m{"type": "string"},
+				"description": "Sent when the request has Accept: text/event-stream. One event per feed item: `id: <ledger_seq>`, `event: <type>`, `data: <FeedItem JSON>`; `: heartbeat` comments; an `error` event with an ErrorBody when access is lost.",
+			}
+		}
+		responses := m{
+			"200":     m{"description": "OK", "content": content},
+			"default": errResp("An error: ErrorBody with the error name and a message (401, 403, 404, 409, 413, 422, 400, 503, 500)."),
+		}
+		o := m{"operationId": op.id, "summary": op.summary, "tags": []string{tagOf(op.path)}, "responses": responses}
+		if params != nil {
+			o["parameters"] = params
+		}
+		switch op.access {
+		case anyone:
+			o["security"] = []any{}
+		case admin:
+			o["security"] = []any{m{"adminBearer": []string{}}}
+		case project:
+			o["security"] = []any{m{"adminBearer": []string{}}, m{"agentBearer": []string{}, "agentProject": []string{}, "agentId": []string{}}}
+		}
+		if op.body != "" {
+			o["requestBody"] = m{"required": !op.bodyOptional, "content": m{"application/json": m{"schema": ref(op.body)}}}
+		}
+		item, _ := paths[op.path].(m)
+		if item == nil {
+			item = m{}
+			paths[op.path] = item
+		}
+		item[strings.ToLower(op.method)] = o
+	}
+	return m{
+		"openapi":           "3.1.0",
+		"jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+		"info": m{
+			"title":       "turnledger coordination API",
+			"version":     "v3r1",
+			"description": "The agent work coordination HTTP API (spec 000) as turnledger serves it, with its admin surface, long-poll claims and event streams. Errors have the body {error, message}.",
+		},
+		"servers": []any{m{"url": "http://127.0.0.1:8000"}},
+		"tags": []any{
+			m{"name": "Service", "description": "Health, readiness, this document and metrics."},
+			m{"name": "Admin", "description": "The admin surface: bootstrap, join invites and their redemption."},
+			m{"name": "Agents", "description": "Registration, credentials, agent snapshots, management and feeds."},
+			m{"name": "Turns", "description": "Dispatch, snapshots, context, feeds, stop and resume."},
+			m{"name": "Claims", "description": "Claiming (with long polls), renewing, records, suspend and finish."},
+			m{"name": "Projections", "description": "Read-only pages: agents, offers, Turns, lineage, the project feed."},
+		},
+		"paths": paths,
+		"components": m{
+			"schemas":    schemas(),
+			"parameters": parameters(),
+			"securitySchemes": m{
+				"adminBearer":  m{"type": "http", "scheme": "bearer", "description": "The admin bearer token (TURNLEDGER_ADMIN_TOKEN or <data>/admin-token)."},
+				"agentBearer":  m{"type": "http", "scheme": "bearer", "description": "An agent credential token, with X-Svc-Project-Id and X-Svc-Agent-Id."},
+				"agentProject": m{"type": "apiKey", "in": "header", "name": HeaderProject},
+				"agentId":      m{"type": "apiKey", "in": "header", "name": HeaderAgent},
+			},
+		},
+	}
+}

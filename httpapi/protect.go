@@ -1,0 +1,283 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Protection against overload and abuse. The decisions, documented in the
+// README's reliability section:
+//
+//   - Work in flight is bounded per instance (Config.MaxInFlight requests)
+//     and per project (Config.MaxProjectInFlight). A request beyond either
+//     bound is answered at once with 503 ServiceUnavailableError and
+//     Retry-After: 1, so accepted requests keep their latency, clients back
+//     off, and nothing queues without bound. /healthz and /readyz are never
+//     shed.
+//   - Failed authentication is throttled by token buckets
+//     (Config.AuthFailures): one per remote address, one per claimed agent
+//     (project and X-Svc-Agent-Id). Each failure takes a token; a request
+//     from an address whose bucket is empty is answered 429
+//     TooManyRequestsError with Retry-After before any credential is looked
+//     at. An agent whose bucket is empty is refused the same way only from
+//     addresses that have failed recently themselves, so a flood of wrong
+//     tokens naming an agent never locks out the agent's own, successful
+//     client. Successful requests never take a token.
+
+// Rate is a token bucket: Burst tokens, refilled at one per Every.
+type Rate struct {
+	Burst int
+	Every time.Duration
+}
+
+// limiter is a bounded in-flight counter.
+type limiter struct {
+	n   atomic.Int64
+	max int64
+}
+
+func (l *limiter) acquire() bool {
+	if l.max <= 0 {
+		return true
+	}
+	if l.n.Add(1) > l.max {
+		l.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (l *limiter) release() {
+	if l.max > 0 {
+		l.n.Add(-1)
+	}
+}
+
+// shedder bounds the requests in flight per instance and per project.
+type shedder struct {
+	instance   limiter
+	perProject int64
+	mu         sync.Mutex
+	projects   map[string]*limiter
+}
+
+func newShedder(instance, perProject int) *shedder {
+	return &shedder{instance: limiter{max: int64(instance)}, perProject: int64(perProject), projects: map[string]*limiter{}}
+}
+
+// admitInstance takes a slot of the instance; release gives it back.
+func (s *shedder) admitInstance() (release func(), err error) {
+	if !s.instance.acquire() {
+		return nil, &statusError{errUnavailable, fmt.Sprintf("the server is at its bound of %d requests in flight; retry after the time in Retry-After", s.instance.max), time.Second}
+	}
+	return s.instance.release, nil
+}
+
+// admitProject takes a slot of the project; release gives it back.
+func (s *shedder) admitProject(project string) (release func(), err error) {
+	if s.perProject <= 0 {
+		return func() {}, nil
+	}
+	s.mu.Lock()
+	l := s.projects[project]
+	if l == nil {
+		l = &limiter{max: s.perProject}
+		s.projects[project] = l
+	}
+	s.mu.Unlock()
+	if !l.acquire() {
+		return nil, &statusError{errUnavailable, fmt.Sprintf("project %s is at its bound of %d requests in flight; retry after the time in Retry-After", project, s.perProject), time.Second}
+	}
+	return l.release, nil
+}
+
+// slots are the in-flight slots a request holds; released once, at the
+// end of the request or earlier by detach.
+type slots struct {
+	mu       sync.Mutex
+	releases []func()
+}
+
+type slotsKey struct{}
+
+func (sl *slots) add(f func()) {
+	sl.mu.Lock()
+	sl.releases = append(sl.releases, f)
+	sl.mu.Unlock()
+}
+
+func (sl *slots) releaseAll() {
+	sl.mu.Lock()
+	rs := sl.releases
+	sl.releases = nil
+	sl.mu.Unlock()
+	for _, f := range rs {
+		f()
+	}
+}
+
+// hold records a slot taken for the request of ctx; without slots in ctx
+// (a handler called directly) the caller releases it itself.
+func hold(ctx context.Context, release func()) bool {
+	sl, ok := ctx.Value(slotsKey{}).(*slots)
+	if ok {
+		sl.add(release)
+	}
+	return ok
+}
+
+// detach gives back the in-flight slots of the request of ctx: a long-poll
+// claim that found nothing and an event stream wait on notifications and do
+// no work meanwhile, so they do not count against the in-flight bounds
+// (--max-conns bounds them instead) and never crowd out commands.
+func detach(ctx context.Context) {
+	if sl, ok := ctx.Value(slotsKey{}).(*slots); ok {
+		sl.releaseAll()
+	}
+}
+
+// InFlight returns how many requests the instance (project "") or a project
+// is serving now.
+func (s *Server) InFlight(project string) int {
+	if project == "" {
+		return int(s.shed.instance.n.Load())
+	}
+	s.shed.mu.Lock()
+	defer s.shed.mu.Unlock()
+	if l := s.shed.projects[project]; l != nil {
+		return int(l.n.Load())
+	}
+	return 0
+}
+
+// bucket is a token bucket on an injected clock.
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// throttle keeps the token buckets of failed authentication, by key. Buckets
+// that are full again are forgotten, so memory stays bounded by the keys
+// that failed recently; at most maxKeys are kept (the oldest full one is not
+// needed: when the map is full, new keys share one overflow bucket).
+type throttle struct {
+	rate Rate
+	now  func() time.Time
+	mu   sync.Mutex
+	keys map[string]*bucket
+}
+
+const throttleMaxKeys = 100_000
+
+func newThrottle(rate Rate, now func() time.Time) *throttle {
+	return &throttle{rate: rate, now: now, keys: map[string]*bucket{}}
+}
+
+func (t *throttle) enabled() bool { return t.rate.Burst > 0 && t.rate.Every > 0 }
+
+// refill brings b up to now and reports whether it is full (and so could be
+// forgotten).
+func (t *throttle) refill(b *bucket, now time.Time) bool {
+	if el := now.Sub(b.at); el > 0 {
+		b.tokens += float64(el) / float64(t.rate.Every)
+		b.at = now
+	}
+	if b.tokens >= float64(t.rate.Burst) {
+		b.tokens = float64(t.rate.Burst)
+		return true
+	}
+	return false
+}
+
+// wait reports how long key must wait for a token (0: it has one), and
+// whether key has failed recently (its bucket is not full).
+func (t *throttle) wait(key string) (wait time.Duration, failed bool) {
+	if !t.enabled() {
+		return 0, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.keys[key]
+	if b == nil {
+		return 0, false
+	}
+	now := t.now()
+	if t.refill(b, now) {
+		delete(t.keys, key)
+		return 0, false
+	}
+	if b.tokens >= 1 {
+		return 0, true
+	}
+	return time.Duration((1 - b.tokens) * float64(t.rate.Every)), true
+}
+
+// fail takes a token from key's bucket.
+func (t *throttle) fail(key string) {
+	if !t.enabled() {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	b := t.keys[key]
+	if b == nil {
+		if len(t.keys) >= throttleMaxKeys {
+			key = "\x00overflow"
+			if b = t.keys[key]; b != nil {
+				t.refill(b, now)
+			}
+		}
+		if b == nil {
+			b = &bucket{tokens: float64(t.rate.Burst), at: now}
+			t.keys[key] = b
+		}
+	} else {
+		t.refill(b, now)
+	}
+	b.tokens = max(b.tokens-1, 0)
+}
+
+// remoteHost is the address a request came from, without its port. Proxy
+// headers are not trusted: behind a proxy, the proxy's address is the key.
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func addrKey(r *http.Request) string        { return "addr\x00" + remoteHost(r) }
+func agentKey(project, agent string) string { return "agent\x00" + project + "\x00" + agent }
+func throttled(wait time.Duration, why string) error {
+	return &statusError{errThrottled, "too many failed authentications " + why + "; retry after the time in Retry-After", wait}
+}
+
+// checkThrottle refuses a request whose address, or whose claimed agent
+// (from an address that failed recently), has no failure tokens left.
+func (s *Server) checkThrottle(r *http.Request, project, agent string) error {
+	aw, addrFailed := s.authFails.wait(addrKey(r))
+	if aw > 0 {
+		return throttled(aw, "from this address")
+	}
+	if agent != "" && addrFailed {
+		if gw, _ := s.authFails.wait(agentKey(project, agent)); gw > 0 {
+			return throttled(gw, "for this agent")
+		}
+	}
+	return nil
+}
+
+// authFailed records a failed authentication of r.
+func (s *Server) authFailed(r *http.Request, project, agent string) {
+	s.authFails.fail(addrKey(r))
+	if agent != "" {
+		s.authFails.fail(agentKey(project, agent))
+	}
+}

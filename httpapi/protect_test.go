@@ -1,0 +1,260 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turnledger/turnledger/httpapi"
+	"github.com/turnledger/turnledger/internal/checkfor"
+	"github.com/turnledger/turnledger/internal/natstest"
+)
+
+func newEnvWith(t *testing.T, configure func(*httpapi.Config)) *env {
+	t.Helper()
+	srv := natstest.Start(t)
+	return newEnvOn(t, srv.ClientURL(), &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}, configure)
+}
+
+// heldRequest sends the headers of a request and part of its body over a
+// raw connection, then holds it: the server has admitted and authenticated
+// it and waits for the rest of the body. finish sends the rest and returns
+// the status.
+type heldRequest struct {
+	conn net.Conn
+	rest string
+}
+
+func holdRequest(t *testing.T, e *env, who as, method, path, body string) *heldRequest {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	half := len(body) / 2
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", method, path, len(body))
+	if who.admin {
+		fmt.Fprintf(conn, "Authorization: Bearer %s\r\n", adminToken)
+	} else {
+		fmt.Fprintf(conn, "%s: %s\r\n%s: %s\r\nAuthorization: Bearer %s\r\n", httpapi.HeaderProject, who.project, httpapi.HeaderAgent, who.agent, who.token)
+	}
+	fmt.Fprintf(conn, "\r\n%s", body[:half])
+	return &heldRequest{conn: conn, rest: body[half:]}
+}
+
+func (h *heldRequest) finish(t *testing.T) int {
+	t.Helper()
+	if _, err := io.WriteString(h.conn, h.rest); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(h.conn), nil)
+	if err != nil {
+		t.Fatalf("read held response: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitInFlight waits until the server serves n requests of project ("" for
+// the instance).
+func waitInFlight(t *testing.T, e *env, project string, n int) {
+	t.Helper()
+	checkfor.Until(t, 10*time.Second, fmt.Sprintf("%d requests in flight", n), func() bool { return e.api.InFlight(project) == n })
+}
+
+func TestLoadSheddingPerProject(t *testing.T) {
+	e := newEnvWith(t, func(c *httpapi.Config) { c.MaxProjectInFlight = 2 })
+	planner := e.register("p1", "planner", 0, "turns:dispatch")
+	e.register("p1", "w", 4)
+	other := e.register("p2", "planner", 0, "turns:dispatch")
+	e.register("p2", "w", 4)
+
+	body := func(key string) string {
+		return fmt.Sprintf(`{"requested_by":{"project_id":"p1","agent_id":"planner"},"target_agent":{"project_id":"p1","agent_id":"w"},"input":{"q":%q},"turn_kind":"summarize","dispatch_key":%q,"authority":{"mode":"root_request","request_id":"r-%s"},"meta":null,"trace":null}`, key, key, key)
+	}
+	h1 := holdRequest(t, e, planner, "POST", "/v3r1/projects/p1/turns:dispatch", body("held-1"))
+	h2 := holdRequest(t, e, planner, "POST", "/v3r1/projects/p1/turns:dispatch", body("held-2"))
+
+	waitInFlight(t, e, "p1", 2)
+	r := e.do(planner, "GET", "/v3r1/projects/p1/projection/turns", nil)
+	if r.status != http.StatusServiceUnavailable {
+		t.Fatalf("GET beyond the project bound = %d %s, want 503", r.status, r.body)
+	}
+	if got := r.errorName(); got != "ServiceUnavailableError" {
+		t.Errorf("shed request error = %q, want ServiceUnavailableError", got)
+	}
+	// Another project is not held up by p1's load.
+	e.dispatch(other, "w", "p2-free")
+
+	for i, h := range []*heldRequest{h1, h2} {
+		if got := h.finish(t); got != 200 {
+			t.Errorf("held dispatch %d = %d, want 200 (admitted requests are served)", i+1, got)
+		}
+	}
+	// Recovery is immediate.
+	e.dispatch(planner, "w", "after")
+}
+
+func TestLoadSheddingPerInstanceSaysRetryAfter(t *testing.T) {
+	e := newEnvWith(t, func(c *httpapi.Config) { c.MaxInFlight = 1 })
+	planner := e.register("p1", "planner", 0, "turns:dispatch")
+	e.register("p1", "w", 4)
+	h := holdRequest(t, e, planner, "POST", "/v3r1/projects/p1/turns:dispatch",
+		`{"requested_by":{"project_id":"p1","agent_id":"planner"},"target_agent":{"project_id":"p1","agent_id":"w"},"input":{},"turn_kind":"k","dispatch_key":"held","authority":{"mode":"root_request","request_id":"r"},"meta":null,"trace":null}`)
+
+	waitInFlight(t, e, "", 1)
+	resp, err := http.Get(e.url + "/v3r1/projects/p1/projection/feed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("request beyond the instance bound = %d with Retry-After %q, want 503 with Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// Health and readiness are never shed.
+	for _, p := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(e.url + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s while at the bound = %d, want 200", p, resp.StatusCode)
+		}
+	}
+	if got := h.finish(t); got != 200 {
+		t.Errorf("held dispatch = %d, want 200", got)
+	}
+	e.must(asAdmin, "GET", "/v3r1/projects/p1/projection/feed", nil, 200)
+}
+
+// from sends requests from a given loopback address (127.0.0.0/8 is all
+// loopback on Linux), as different remote hosts.
+func from(addr string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+}
+
+func doFrom(t *testing.T, c *http.Client, e *env, who as) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), "GET", e.url+"/v3r1/projects/"+who.project+"/agents/"+who.agent, nil)
+	req.Header.Set(httpapi.HeaderProject, who.project)
+	req.Header.Set(httpapi.HeaderAgent, who.agent)
+	req.Header.Set("Authorization", "Bearer "+who.token)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func TestFailedAuthenticationIsThrottled(t *testing.T) {
+	e := newEnvWith(t, func(c *httpapi.Config) { c.AuthFailures = httpapi.Rate{Burst: 5, Every: time.Second} })
+	real := e.register("p1", "w", 1)
+	forged := real
+	forged.token = "tla_forged"
+	attacker, bystander, owner := from("127.0.0.2"), from("127.0.0.3"), from("127.0.0.1")
+
+	for i := range 5 {
+		if got := doFrom(t, attacker, e, forged).StatusCode; got != 401 {
+			t.Fatalf("wrong token #%d = %d, want 401", i+1, got)
+		}
+	}
+	resp := doFrom(t, attacker, e, forged)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("wrong token past the burst = %d Retry-After %q, want 429 with Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// Not even the right token is checked from the throttled address…
+	if got := doFrom(t, attacker, e, real).StatusCode; got != 429 {
+		t.Errorf("right token from the throttled address = %d, want 429", got)
+	}
+	// …but the agent's own client, which never failed, is not locked out.
+	for range 3 {
+		if got := doFrom(t, owner, e, real).StatusCode; got != 200 {
+			t.Fatalf("the real agent from its own address = %d, want 200", got)
+		}
+	}
+	// Another address that fails for the exhausted agent is throttled after
+	// its first failure: the agent's bucket is empty.
+	if got := doFrom(t, bystander, e, forged).StatusCode; got != 401 {
+		t.Errorf("first wrong token from a new address = %d, want 401", got)
+	}
+	if got := doFrom(t, bystander, e, forged).StatusCode; got != 429 {
+		t.Errorf("second wrong token for the exhausted agent = %d, want 429", got)
+	}
+	// Tokens come back with time (the injected clock).
+	e.clock.Advance(5 * time.Second)
+	if got := doFrom(t, attacker, e, forged).StatusCode; got != 401 {
+		t.Errorf("wrong token after the bucket refilled = %d, want 401", got)
+	}
+}
+
+func TestFailedAdminAuthenticationIsThrottled(t *testing.T) {
+	e := newEnvWith(t, func(c *httpapi.Config) { c.AuthFailures = httpapi.Rate{Burst: 3, Every: time.Minute} })
+	post := func(token string) int {
+		req, _ := http.NewRequest("POST", e.url+"/admin/v1/projects/p1/agent-join-invites", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := from("127.0.0.4").Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for range 3 {
+		if got := post("wrong"); got != 401 {
+			t.Fatalf("wrong admin bearer = %d, want 401", got)
+		}
+	}
+	if got := post("wrong"); got != 429 {
+		t.Errorf("wrong admin bearer past the burst = %d, want 429", got)
+	}
+}
+
+// TestLongPollsAndStreamsDoNotHoldSlots: a waiting long-poll claim and an
+// open event stream give back their in-flight slots, so that with bounds of
+// one request per project (and two per instance) commands still get in.
+func TestLongPollsAndStreamsDoNotHoldSlots(t *testing.T) {
+	e := newEnvWith(t, func(c *httpapi.Config) { c.MaxProjectInFlight, c.MaxInFlight = 1, 2 })
+	planner := e.register("p1", "planner", 0, "turns:dispatch")
+	w := e.register("p1", "w", 1)
+
+	got := make(chan response, 1)
+	go func() {
+		got <- e.do(w, "POST", "/v3r1/projects/p1/agents/w/claims:claim?wait=30s", map[string]any{"agent": ref("p1", "w")})
+	}()
+	checkfor.Until(t, 10*time.Second, "the long poll to wait", func() bool { lp, _ := e.api.Waiting(); return lp == 1 })
+
+	req, _ := http.NewRequest("GET", e.url+"/v3r1/projects/p1/projection/feed", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("event stream = %d, want 200", resp.StatusCode)
+	}
+	checkfor.Until(t, 10*time.Second, "the stream to start", func() bool { _, subs := e.api.Waiting(); return subs == 1 })
+	if n := e.api.InFlight("p1"); n != 0 {
+		t.Errorf("in flight in p1 with a long poll waiting and a stream open = %d, want 0", n)
+	}
+	// The dispatch gets in, and wakes the long poll with its Turn.
+	tv := e.dispatch(planner, "w", "k1")
+	r := <-got
+	var c claimed
+	r.decode(t, &c)
+	if r.status != 200 || c.Turn.TurnID != tv.TurnID {
+		t.Errorf("long poll = %d %s, want the dispatched Turn %s", r.status, r.body, tv.TurnID)
+	}
+}
