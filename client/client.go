@@ -110,6 +110,7 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	if c.ua != "" {
 		req.Header.Set("User-Agent", c.ua)
 	}
+	setIdempotencyKey(ctx, req)
 	switch {
 	case c.agent != "":
 		req.Header.Set("X-Svc-Project-Id", c.project)
