@@ -205,8 +205,9 @@ func TestIdempotencyKeyOnSecretBearingRoutes(t *testing.T) {
 	}
 }
 
-// TestIdempotencyKeyOnBootstrap: the bootstrap request appends two events
-// (register, issue); its retry answers the same material and appends none.
+// TestIdempotencyKeyOnBootstrap: the bootstrap request appends one event
+// that registers the agent and issues its credential; its retry answers the
+// same material (the same token) and appends none.
 func TestIdempotencyKeyOnBootstrap(t *testing.T) {
 	e := newEnv(t)
 	const path = "/admin/v1/projects/p1/agent-credential-tokens:request"
