@@ -14,6 +14,10 @@
 //	if errors.As(err, &ce) && ce.Status == 404 { ... }
 //	if errors.Is(err, client.ErrNotFound) { ... } // the same, by error name
 //
+// A mutating call made with a ctx from WithIdempotencyKey sends the key as
+// the Idempotency-Key header, so that it is safe to retry (Retryable says
+// when a retry can help).
+//
 // Beyond the routes: ClaimTurn long-polls (wait), a Worker claims Turns and
 // runs a handler with automatic claim renewal, cancellation and graceful
 // shutdown, and Follow iterates over a feed through its event stream,
@@ -110,6 +114,7 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	if c.ua != "" {
 		req.Header.Set("User-Agent", c.ua)
 	}
+	setIdempotencyKey(ctx, req)
 	switch {
 	case c.agent != "":
 		req.Header.Set("X-Svc-Project-Id", c.project)

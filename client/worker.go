@@ -14,18 +14,27 @@ type Job struct {
 	Claim ClaimToken // the live claim (its ExpiresAt moves as it is renewed)
 	Turn  Turn       // the Turn as claimed
 
-	c    *Client
-	stop func() // asks the handler to stop: a stop was requested
+	c     *Client
+	stop  func()        // asks the handler to stop: a stop was requested
+	delay time.Duration // the worker's RetryDelay
 
 	mu            sync.Mutex
 	stopRequested bool
 }
 
 // Append appends a semantic record under the job's claim. A record
-// answered with stop_requested cancels the handler's context.
+// answered with stop_requested cancels the handler's context. It is sent
+// with an Idempotency-Key and retried with it (up to 5 attempts, RetryDelay
+// apart) when the answer is lost or the service unavailable, so the record
+// is appended once.
 func (j *Job) Append(ctx context.Context, role string, payload any) (*RecordResult, error) {
 	claim := j.claim()
-	res, err := j.c.AppendSemanticRecord(ctx, claim, role, payload)
+	var res *RecordResult
+	err := retryKeyed(ctx, 5, j.delay, func(ctx context.Context) error {
+		var err error
+		res, err = j.c.AppendSemanticRecord(ctx, claim, role, payload)
+		return err
+	})
 	if err == nil && res.StopRequested {
 		j.markStop()
 	}
@@ -84,7 +93,9 @@ type WorkerConfig struct {
 	// cancelled this way leaves its Turn unfinished: the claim expires and
 	// the Turn is queued again for another worker.
 	ShutdownGrace time.Duration
-	// RetryDelay is the pause after a failed claim request (default 1s).
+	// RetryDelay is the pause after a failed claim request, and the first
+	// pause before a renew, record or finish whose answer was lost is sent
+	// again with its Idempotency-Key (default 1s).
 	RetryDelay time.Duration
 	// PresenceInterval is how often the worker reports the agent's
 	// presence (heartbeat-presence) while it runs, so that an idle worker
@@ -222,7 +233,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) run(hard context.Context, res *ClaimResult) {
 	ctx, cancel := context.WithCancelCause(hard)
 	defer cancel(nil)
-	job := &Job{Claim: res.Claim, Turn: res.Turn, c: w.c, stop: func() { cancel(errStopRequested) }}
+	job := &Job{Claim: res.Claim, Turn: res.Turn, c: w.c, stop: func() { cancel(errStopRequested) }, delay: w.cfg.RetryDelay}
 	if res.Turn.StopRequested {
 		job.markStop()
 	}
@@ -256,9 +267,15 @@ func (w *Worker) run(hard context.Context, res *ClaimResult) {
 	if req.FinalRecordRole == "" {
 		req.FinalRecordRole = "final"
 	}
+	// The finish is retried with one Idempotency-Key while its answer is
+	// lost or the service unavailable, for up to 30s: a retry after a lost
+	// answer gets that answer, not a fencing error for a Turn it finished.
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(hard), 30*time.Second)
 	defer fcancel()
-	if _, err := w.c.FinishTurn(fctx, job.claim(), req); err != nil {
+	if err := retryKeyed(fctx, 0, w.cfg.RetryDelay, func(ctx context.Context) error {
+		_, err := w.c.FinishTurn(ctx, job.claim(), req)
+		return err
+	}); err != nil {
 		log.Warn("turnledger worker: finish", "outcome", req.Outcome, "err", err)
 	}
 }
@@ -295,6 +312,7 @@ func (w *Worker) safeHandle(ctx context.Context, job *Job) (res Result, err erro
 // expired or gone) cancels the handler; a stop request too.
 func (w *Worker) renew(ctx context.Context, job *Job, cancel context.CancelCauseFunc) {
 	failures := 0
+	var key string // one Idempotency-Key for a renewal and its retries
 	for {
 		left := time.Until(job.claim().ExpiresAt)
 		wait := time.Duration(float64(left) * w.cfg.RenewFraction)
@@ -308,7 +326,10 @@ func (w *Worker) renew(ctx context.Context, job *Job, cancel context.CancelCause
 			return
 		case <-t.C:
 		}
-		res, err := w.c.RenewClaim(ctx, job.claim())
+		if failures == 0 {
+			key = NewIdempotencyKey()
+		}
+		res, err := w.c.RenewClaim(WithIdempotencyKey(ctx, key), job.claim())
 		var ce *Error
 		switch {
 		case err == nil:

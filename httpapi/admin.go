@@ -122,7 +122,8 @@ func (s *Server) redeemJoin(w http.ResponseWriter, c *call) error {
 	if b.JoinCode == "" {
 		return kernel.Errorf(kernel.Validation, "join_code is required")
 	}
-	res, err := s.engine.RedeemInvite(c.ctx, b.JoinCode)
+	// The caller of a redeem is whoever holds the code: keys are scoped to it.
+	res, err := s.engine.RedeemInviteKeyed(c.ctx, kernel.Common{Idem: c.idempotency("join:" + kernel.HashSecret(b.JoinCode))}, b.JoinCode)
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,8 @@ type env struct {
 	api    *httpapi.Server
 }
 
+const testSecretKey = "the instances' shared secret key"
+
 // newEnv starts an instance on a fresh NATS server.
 func newEnv(t testing.TB) *env {
 	t.Helper()
@@ -80,6 +82,7 @@ func newEnvOn(t testing.TB, natsURL string, clk *clock, configure ...func(*httpa
 	}
 	kcfg := kernel.DefaultConfig()
 	kcfg.Now = clk.Now
+	kcfg.SecretKey = []byte(testSecretKey) // shared by the instances of a test, as in a deployment
 	engine, err := kernel.NewEngine(l, kcfg)
 	if err != nil {
 		t.Fatalf("kernel.NewEngine = %v", err)
@@ -139,7 +142,11 @@ func (r response) errorName() string {
 type as struct {
 	project, agent, token string
 	admin                 bool
+	key                   string // an Idempotency-Key to send
 }
+
+// withKey is who, sending the Idempotency-Key k.
+func (who as) withKey(k string) as { who.key = k; return who }
 
 var (
 	asAdmin  = as{admin: true}
@@ -168,6 +175,9 @@ func (e *env) do(who as, method, path string, body any) response {
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if who.key != "" {
+		req.Header.Set(httpapi.IdempotencyHeader, who.key)
 	}
 	switch {
 	case who.admin:

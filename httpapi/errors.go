@@ -71,6 +71,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		jsonhttp.WriteError(w, se.kind.status, se.kind.name, se.msg)
 	case errors.As(err, &de):
 		jsonhttp.WriteError(w, http.StatusUnprocessableEntity, string(kernel.Validation), de.Msg)
+	case errors.Is(err, projection.ErrDamaged):
+		s.log.Error("projection damaged", "method", r.Method, "path", requestPath(r), "err", err)
+		jsonhttp.WriteError(w, errUnavailable.status, errUnavailable.name, "the projections are damaged and are not served until they are rebuilt from the ledger (restart serve, or run turnledger replay)")
 	case errors.Is(err, projection.ErrNotFound):
 		jsonhttp.WriteError(w, http.StatusNotFound, string(kernel.NotFound), "not found")
 	case errors.As(err, &ke) && ke.Kind == kernel.Unavailable:

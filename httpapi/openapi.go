@@ -363,6 +363,9 @@ func parameters() m {
 		"accepts_work_only":   q("accepts_work_only", "Only agents accepting work and not drained.", flag),
 		"role":                q("role", "Only agents of this role.", tStr),
 		"capability":          q("capability", "Only agents with this capability.", tStr),
+		IdempotencyHeader: m{"name": IdempotencyHeader, "in": "header", "required": false,
+			"schema":      m{"type": "string", "minLength": 1, "maxLength": maxIdempotencyKey, "pattern": "^[\\x20-\\x7e]+$"},
+			"description": "Makes the request safe to retry: a retry with the same key and body, from the same caller to the same route, within 24 hours, gets the first request's answer (secrets included) and changes nothing; the same key with another body is a 422. 1 to 255 printable ASCII characters."},
 		"Last-Event-ID": m{"name": "Last-Event-ID", "in": "header", "required": false, "schema": tSeq,
 			"description": "Event streams: resume after this ledger_seq (wins over after_ledger_seq)."},
 	}
@@ -397,6 +400,9 @@ func buildOpenAPI() m {
 		}
 		if op.stream {
 			params = append(params, m{"$ref": "#/components/parameters/Last-Event-ID"})
+		}
+		if op.method != http.MethodGet {
+			params = append(params, m{"$ref": "#/components/parameters/" + IdempotencyHeader})
 		}
 		respType := op.respType
 		if respType == "" {

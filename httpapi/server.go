@@ -151,10 +151,13 @@ type call struct {
 	ps      httprouter.Params
 	project string
 	caller  kernel.Caller
+
+	idemKey  string // the Idempotency-Key, if any (idempotency.go)
+	bodyHash string // hash of the body, once read
 }
 
 func (c *call) common(meta *kernel.Meta, trace *kernel.Trace) kernel.Common {
-	return kernel.Common{Caller: c.caller, Meta: meta, Trace: trace}
+	return kernel.Common{Caller: c.caller, Meta: meta, Trace: trace, Idem: c.idempotency("")}
 }
 
 // id returns a path parameter that must be a safe id.
@@ -176,6 +179,9 @@ func (s *Server) project(h handler) httprouter.Handle {
 		err := func() error {
 			if !kernel.ValidID(c.project) {
 				return kernel.Errorf(kernel.Validation, "project_id %q must be 1 to 128 letters, digits, '_' or '-'", c.project)
+			}
+			if err := c.readIdempotency(); err != nil {
+				return err
 			}
 			release, err := s.shed.admitProject(c.project)
 			if err != nil {
@@ -221,7 +227,12 @@ func (s *Server) caughtUp(c *call) error {
 // public wraps a handler that needs no authentication.
 func (s *Server) public(h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		if err := h(w, &call{ctx: r.Context(), r: r, ps: ps}); err != nil {
+		c := &call{ctx: r.Context(), r: r, ps: ps}
+		err := c.readIdempotency()
+		if err == nil {
+			err = h(w, c)
+		}
+		if err != nil {
 			s.writeError(w, r, err)
 		}
 	}
@@ -262,6 +273,7 @@ func (s *Server) body(c *call) ([]byte, error) {
 	if int64(len(data)) > s.cfg.MaxBodyBytes {
 		return nil, &statusError{kind: errTooLarge, msg: fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes)}
 	}
+	c.bodyHash = kernel.HashSecret(string(data))
 	return data, nil
 }
 

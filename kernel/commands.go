@@ -15,6 +15,7 @@ type Common struct {
 	Caller Caller
 	Meta   *Meta
 	Trace  *Trace
+	Idem   *Idempotency // the request's idempotency key, if any (see idempotency.go)
 }
 
 func (c Common) common() Common { return c }

@@ -91,4 +91,32 @@
 // revokes its own credentials, submits its own work-memory reports, and stops
 // or resumes the Turns it dispatched or that target it. The admin bearer may
 // do everything, in every project; the claim reaper acts as the system.
+//
+// # Idempotency keys
+//
+// Every mutating command may carry an idempotency key (Common.Idem): the
+// hash of the caller, the route and the client's Idempotency-Key, and the
+// hash of the request body. The key travels inside the event it causes (the
+// envelope's `idem`), so the engine's fold remembers, for
+// IdempotencyRetention (24 h of ledger time), what each keyed command
+// answered (an Answer: ledger_seq, aggregate id, the Turn's turn_seq,
+// stop_requested and claim right after the event, the id it created). A
+// retry with the same key and body gets that Answer back without deciding
+// or appending again; the same key with another body is a ValidationError.
+// Because the memory is folded from the ledger, it survives a SIGKILL right
+// after the append, a restart and a change of instance. Only applied
+// commands are remembered: a refusal or an outage is decided afresh.
+//
+// A retried claim must return the same claim token, and secrets never enter
+// the ledger. So the secrets a retry answers again (claim tokens, credential
+// tokens, join codes) are not drawn at random but derived: an HMAC-SHA256 of
+// a server-held key (Config.SecretKey) and the id of the claim, credential or
+// invite, which is on the ledger. The ledger still holds only the secret's
+// SHA-256; the key stays on the servers (shared by the instances of one
+// deployment). We chose derivation over storing an encrypted token in the
+// event because it keeps nothing secret-bearing on the ledger at all, and
+// over a per-instance cache because that would not survive a SIGKILL. The
+// cost: whoever holds the key and reads the ledger can compute those
+// secrets, so the key is guarded like the admin token; a server with another
+// key answers such a retry with a ConflictError rather than a wrong token.
 package kernel

@@ -42,8 +42,12 @@ type Config struct {
 	// to load (see load.go) before it is answered Unavailable (503, with
 	// Retry-After); 0 waits without bound.
 	LoadWait time.Duration
-	Now      func() time.Time
-	Rand     io.Reader
+	// SecretKey derives the secrets a retry must answer again (claim and
+	// credential tokens, join codes; see idempotency.go). Empty: NewEngine
+	// draws one, good for this process only.
+	SecretKey []byte
+	Now       func() time.Time
+	Rand      io.Reader
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -81,6 +85,9 @@ func (c Config) Validate() error {
 	}
 	if c.LoadWait < 0 {
 		errs = append(errs, errors.New("load wait must not be negative"))
+	}
+	if len(c.SecretKey) != 0 && len(c.SecretKey) < 16 {
+		errs = append(errs, errors.New("the secret key must be at least 16 bytes"))
 	}
 	if c.Now == nil || c.Rand == nil {
 		errs = append(errs, errors.New("a clock and a random source are required"))
@@ -122,6 +129,12 @@ type slot struct {
 func NewEngine(l Ledger, cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if len(cfg.SecretKey) == 0 {
+		cfg.SecretKey = make([]byte, 32)
+		if _, err := io.ReadFull(cfg.Rand, cfg.SecretKey); err != nil {
+			return nil, fmt.Errorf("kernel: draw a secret key: %w", err)
+		}
 	}
 	return &Engine{ledger: l, cfg: cfg, projects: map[string]*slot{}}, nil
 }
@@ -192,7 +205,7 @@ func (e *Engine) behind(ctx context.Context, p *Project) (bool, error) {
 
 func (e *Engine) catchUp(ctx context.Context, p *Project) error {
 	_, err := e.ledger.ReadProject(ctx, p.ID, p.Seq, func(r Recorded) error {
-		Evolve(p, r)
+		evolve(p, r)
 		return nil
 	})
 	if err != nil {
@@ -205,42 +218,55 @@ func (e *Engine) catchUp(ctx context.Context, p *Project) error {
 // a lost race. It returns the ledger_seq a reader must wait for: the appended
 // event's, or the project's last when nothing was appended.
 func (e *Engine) execute(ctx context.Context, p *Project, cmd Command) (uint64, error) {
-	seq, _, err := e.decideAppend(ctx, p, cmd)
+	seq, _, _, err := e.decideAppend(ctx, p, cmd)
 	return seq, err
 }
 
 // decideAppend is execute that also returns the appended event (nil when the
-// command changed nothing).
-func (e *Engine) decideAppend(ctx context.Context, p *Project, cmd Command) (uint64, *Event, error) {
+// command changed nothing), or the remembered answer of an earlier request
+// with the same idempotency key (then nothing is appended).
+func (e *Engine) decideAppend(ctx context.Context, p *Project, cmd Command) (uint64, *Event, *Answer, error) {
 	for attempt := 1; ; attempt++ {
+		if a, err := e.recall(p, cmd); err != nil || a != nil {
+			if a != nil {
+				return a.Seq, nil, a, nil
+			}
+			return 0, nil, nil, err
+		}
 		events, err := Decide(p, cmd, e.cfg.Now())
 		if err != nil || len(events) == 0 {
 			// A refusal, or nothing to do, is only an answer if the state it
 			// was decided on is current: another instance may have written
 			// since. Check, and decide again on the caught-up state.
 			if stale, cerr := e.behind(ctx, p); cerr != nil {
-				return 0, nil, cerr
+				return 0, nil, nil, cerr
 			} else if stale && attempt < e.cfg.MaxAttempts {
 				continue
 			}
 			if err != nil {
-				return 0, nil, err
+				return 0, nil, nil, err
 			}
-			return p.Seq, nil, nil
+			return p.Seq, nil, nil, nil
 		}
 		ev := events[0]
+		ev.Idem = idemOf(cmd)
 		seq, err := e.ledger.Append(ctx, p.ID, p.Seq, ev)
 		if errors.Is(err, ErrStale) && attempt < e.cfg.MaxAttempts {
 			if err := e.catchUp(ctx, p); err != nil {
-				return 0, nil, err
+				return 0, nil, nil, err
 			}
 			continue
 		}
-		if err != nil {
-			return 0, nil, fmt.Errorf("kernel: append %s: %w", ev.Type, err)
+		if errors.Is(err, ErrStale) {
+			// Every attempt lost a race with another writer of the project:
+			// nothing was appended, and the client may simply try again.
+			return 0, nil, nil, Errorf(Unavailable, "project %s is being written by other instances too fast for this command: %d attempts lost the race; retry shortly", p.ID, attempt)
 		}
-		Evolve(p, Recorded{Seq: seq, Event: ev})
-		return seq, &ev, nil
+		if err != nil {
+			return 0, nil, nil, fmt.Errorf("kernel: append %s: %w", ev.Type, err)
+		}
+		evolve(p, Recorded{Seq: seq, Event: ev})
+		return seq, &ev, nil, nil
 	}
 }
 

@@ -13,16 +13,17 @@ import (
 // ledger_seq is not part of it; it is the position the ledger gives it (see
 // Recorded).
 type Event struct {
-	Type      string    `json:"type"`       // e.g. "turn.dispatched"; never derived from the Go type
-	V         int       `json:"v"`          // schema version of Data
-	ProjectID string    `json:"project_id"` // the project the event belongs to
-	Aggregate string    `json:"aggregate"`  // "turn", "agent", …: the kind of thing it changes
-	ID        string    `json:"id"`         // the aggregate's id
-	At        time.Time `json:"at"`         // when it was decided, UTC
-	Actor     Actor     `json:"actor"`      // who asked for it
-	Data      any       `json:"data"`       // one of the *Data types of the codec table
-	Meta      *Meta     `json:"meta,omitempty"`
-	Trace     *Trace    `json:"trace,omitempty"`
+	Type      string       `json:"type"`       // e.g. "turn.dispatched"; never derived from the Go type
+	V         int          `json:"v"`          // schema version of Data
+	ProjectID string       `json:"project_id"` // the project the event belongs to
+	Aggregate string       `json:"aggregate"`  // "turn", "agent", …: the kind of thing it changes
+	ID        string       `json:"id"`         // the aggregate's id
+	At        time.Time    `json:"at"`         // when it was decided, UTC
+	Actor     Actor        `json:"actor"`      // who asked for it
+	Data      any          `json:"data"`       // one of the *Data types of the codec table
+	Meta      *Meta        `json:"meta,omitempty"`
+	Trace     *Trace       `json:"trace,omitempty"`
+	Idem      *Idempotency `json:"idem,omitempty"` // the key of the request that caused it
 }
 
 // Recorded is an event together with its ledger_seq.

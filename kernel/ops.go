@@ -34,9 +34,13 @@ func (e *Engine) Dispatch(ctx context.Context, project string, cmd Dispatch) (Di
 	cmd.BodyHash = dispatchHash(cmd)
 	var res DispatchResult
 	err = e.with(ctx, project, false, func(p *Project) error {
-		seq, err := e.execute(ctx, p, cmd)
+		seq, _, a, err := e.decideAppend(ctx, p, cmd)
 		if err != nil {
 			return err
+		}
+		if a != nil {
+			res = DispatchResult{TurnID: a.ID, Seq: a.Seq, Created: true}
+			return nil
 		}
 		res = DispatchResult{TurnID: p.DispatchKeys[DispatchKeyOf(cmd.RequestedBy.AgentID, cmd.DispatchKey)], Seq: seq}
 		res.Created = res.TurnID == id
@@ -75,10 +79,7 @@ func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID st
 	if err != nil {
 		return nil, 0, err
 	}
-	token, err := e.newSecret("tlc_")
-	if err != nil {
-		return nil, 0, err
-	}
+	token := "tlc_" + e.derive(secretClaim, project, claimID)
 	var res *ClaimResult
 	var seq uint64
 	err = e.with(ctx, project, false, func(p *Project) error {
@@ -86,7 +87,21 @@ func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID st
 		cmd := ClaimNext{Common: c, AgentID: agentID, Agent: body, ClaimID: claimID, TokenHash: HashSecret(token), ExpiresAt: expires}
 		var err error
 		var ev *Event
-		seq, ev, err = e.decideAppend(ctx, p, cmd)
+		var a *Answer
+		seq, ev, a, err = e.decideAppend(ctx, p, cmd)
+		if a != nil && a.Claim != nil {
+			// A retried claim: the claim it won the first time, with the
+			// token re-derived from its id.
+			tok, err := e.rederive("tlc_", secretClaim, project, a.Claim.ID, a.Claim.TokenHash)
+			if err != nil {
+				return err
+			}
+			res = &ClaimResult{
+				Token:  ClaimToken{ProjectID: project, TurnID: a.ID, AgentID: a.Claim.AgentID, Token: tok, ExpiresAt: a.Claim.ExpiresAt},
+				TurnID: a.ID, Seq: a.Seq,
+			}
+			return nil
+		}
 		if err != nil || ev == nil {
 			return err
 		}
@@ -131,11 +146,19 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd Command) (Fence
 	}
 	var res FencedResult
 	err := e.with(ctx, project, false, func(p *Project) error {
-		seq, err := e.execute(ctx, p, cmd)
+		seq, _, a, err := e.decideAppend(ctx, p, cmd)
 		if err != nil {
 			return err
 		}
 		res.Seq = seq
+		if a != nil {
+			res.TurnSeq, res.StopRequested = a.TurnSeq, a.StopRequested
+			if r, ok := cmd.(Renew); ok && a.Claim != nil {
+				res.Claim = r.Claim
+				res.Claim.ExpiresAt = a.Claim.ExpiresAt
+			}
+			return nil
+		}
 		if t := p.Turn(turnID); t != nil {
 			res.TurnSeq, res.StopRequested = t.TurnSeq, t.StopRequested
 			if r, ok := cmd.(Renew); ok && t.Claim != nil {
@@ -156,6 +179,17 @@ func (e *Engine) ReconcileExpired(ctx context.Context, project string, c Common)
 	err := e.with(ctx, project, false, func(p *Project) error {
 		if _, err := p.check(c.Caller, e.cfg.Now()); err != nil {
 			return err
+		}
+		if a, err := recall(p, reconcileCommand{Common: c}, e.cfg.Now()); err != nil || a != nil {
+			if a != nil {
+				released, last = a.Released, a.Seq
+			}
+			return err
+		}
+		if c.Idem != nil {
+			// Every release carries the key under the reconcile's name.
+			k := *idemOf(reconcileCommand{Common: c})
+			c.Idem = &k
 		}
 		last = p.Seq
 		for _, id := range ExpiredClaims(p, e.cfg.Now()) {
@@ -220,47 +254,79 @@ type IssuedCredential struct {
 	Seq          uint64
 }
 
-// newCredential draws a credential id, its token and its expiry.
-func (e *Engine) newCredential(agentID string) (IssuedCredential, error) {
+// newCredential draws a credential id, its token (derived from the id, see
+// derive, so that a retry can answer it again) and its expiry.
+func (e *Engine) newCredential(project, agentID string) (IssuedCredential, error) {
 	id, err := e.newID("cred_")
 	if err != nil {
 		return IssuedCredential{}, err
 	}
-	token, err := e.newSecret("tla_")
-	if err != nil {
-		return IssuedCredential{}, err
-	}
+	token := "tla_" + e.derive(secretCredential, project, id)
 	expires := e.cfg.Now().UTC().Add(e.cfg.CredentialTTL).Truncate(time.Second)
 	return IssuedCredential{CredentialID: id, AgentID: agentID, Token: token, ExpiresAt: expires}, nil
 }
 
+// issue appends cmd, which issues cred, and answers cred; for a retry with
+// the same idempotency key it answers the credential the first request
+// issued, its token derived again.
+func (e *Engine) issue(ctx context.Context, p *Project, cmd Command, cred IssuedCredential) (IssuedCredential, error) {
+	seq, _, a, err := e.decideAppend(ctx, p, cmd)
+	if err != nil {
+		return IssuedCredential{}, err
+	}
+	if a != nil {
+		return e.recalledCredential(p, a)
+	}
+	cred.Seq = seq
+	return cred, nil
+}
+
+// recalledCredential is the credential a remembered answer issued.
+func (e *Engine) recalledCredential(p *Project, a *Answer) (IssuedCredential, error) {
+	cred := p.Credentials[a.ResultID]
+	if cred == nil {
+		return IssuedCredential{}, Errorf(Internal, "remembered credential %s is missing", a.ResultID)
+	}
+	tok, err := e.rederive("tla_", secretCredential, p.ID, a.ResultID, cred.TokenHash)
+	if err != nil {
+		return IssuedCredential{}, err
+	}
+	return IssuedCredential{CredentialID: a.ResultID, AgentID: cred.AgentID, Token: tok, ExpiresAt: a.ExpiresAt, Seq: a.Seq}, nil
+}
+
 // IssueCredential issues a credential for the agent (via ViaIssue).
 func (e *Engine) IssueCredential(ctx context.Context, project string, c Common, agentID string) (IssuedCredential, error) {
-	cred, err := e.newCredential(agentID)
+	cred, err := e.newCredential(project, agentID)
 	if err != nil {
 		return IssuedCredential{}, err
 	}
-	cred.Seq, err = e.Execute(ctx, project, IssueCredential{Common: c, AgentID: agentID, CredentialID: cred.CredentialID,
-		TokenHash: HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt, Via: ViaIssue})
-	if err != nil {
-		return IssuedCredential{}, err
-	}
-	return cred, nil
+	var out IssuedCredential
+	err = e.with(ctx, project, false, func(p *Project) error {
+		var err error
+		out, err = e.issue(ctx, p, IssueCredential{Common: c, AgentID: agentID, CredentialID: cred.CredentialID,
+			TokenHash: HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt, Via: ViaIssue}, cred)
+		return err
+	})
+	return out, err
 }
 
 // Bootstrap runs the admin's bootstrap (see the Bootstrap command): one
 // event registers the agent when needed and issues its credential. The
-// CredentialID, TokenHash and ExpiresAt of cmd are filled in here.
+// CredentialID, TokenHash and ExpiresAt of cmd are filled in here. A retry
+// with the same idempotency key answers the first credential again.
 func (e *Engine) Bootstrap(ctx context.Context, project string, cmd Bootstrap) (IssuedCredential, error) {
-	cred, err := e.newCredential(cmd.AgentID)
+	cred, err := e.newCredential(project, cmd.AgentID)
 	if err != nil {
 		return IssuedCredential{}, err
 	}
 	cmd.CredentialID, cmd.TokenHash, cmd.ExpiresAt = cred.CredentialID, HashSecret(cred.Token), cred.ExpiresAt
-	if cred.Seq, err = e.Execute(ctx, project, cmd); err != nil {
-		return IssuedCredential{}, err
-	}
-	return cred, nil
+	var out IssuedCredential
+	err = e.with(ctx, project, false, func(p *Project) error {
+		var err error
+		out, err = e.issue(ctx, p, cmd, cred)
+		return err
+	})
+	return out, err
 }
 
 // CreatedInvite is a new join invite and its code, returned once.
@@ -284,18 +350,30 @@ func (e *Engine) CreateInvite(ctx context.Context, project string, c Common, req
 	if err != nil {
 		return CreatedInvite{}, err
 	}
-	secret, err := e.newSecret("")
-	if err != nil {
-		return CreatedInvite{}, err
-	}
-	code := JoinCodePrefix + project + "." + secret
+	code := JoinCodePrefix + project + "." + e.derive(secretInvite, project, id)
 	inv.InviteID, inv.CodeHash = id, HashSecret(code)
 	inv.ExpiresAt = e.cfg.Now().UTC().Add(ttl).Truncate(time.Second)
-	seq, err := e.Execute(ctx, project, CreateInvite{Common: c, Invite: inv})
-	if err != nil {
-		return CreatedInvite{}, err
-	}
-	return CreatedInvite{Invite: inv, Code: code, Seq: seq}, nil
+	var out CreatedInvite
+	err = e.with(ctx, project, false, func(p *Project) error {
+		seq, _, a, err := e.decideAppend(ctx, p, CreateInvite{Common: c, Invite: inv})
+		if err != nil {
+			return err
+		}
+		out = CreatedInvite{Invite: inv, Code: code, Seq: seq}
+		if a != nil {
+			old := p.Invites[a.ResultID]
+			if old == nil {
+				return Errorf(Internal, "remembered invite %s is missing", a.ResultID)
+			}
+			code, err := e.rederive(JoinCodePrefix+project+".", secretInvite, project, a.ResultID, old.Data.CodeHash)
+			if err != nil {
+				return err
+			}
+			out = CreatedInvite{Invite: old.Data, Code: code, Seq: a.Seq}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // JoinCodePrefix starts every join code. A code reads
@@ -314,23 +392,41 @@ type Redeemed struct {
 // once. A single-use invite is redeemed once however many redeem it at the
 // same moment: the project's lock and the ledger's expectation serialise them.
 func (e *Engine) RedeemInvite(ctx context.Context, code string) (Redeemed, error) {
+	return e.RedeemInviteKeyed(ctx, Common{}, code)
+}
+
+// RedeemInviteKeyed is RedeemInvite with the request's idempotency key in c
+// (the caller of a redeem is whoever holds the code).
+func (e *Engine) RedeemInviteKeyed(ctx context.Context, c Common, code string) (Redeemed, error) {
 	rest, ok := strings.CutPrefix(code, JoinCodePrefix)
 	project, _, ok2 := strings.Cut(rest, ".")
 	if !ok || !ok2 || !ValidID(project) {
 		return Redeemed{}, Errorf(Unauthorized, "invalid join code")
 	}
-	cred, err := e.newCredential("")
+	cred, err := e.newCredential(project, "")
 	if err != nil {
 		return Redeemed{}, err
 	}
 	var out Redeemed
 	err = e.with(ctx, project, true, func(p *Project) error {
-		cmd := RedeemInvite{CodeHash: HashSecret(code), CredentialID: cred.CredentialID, TokenHash: HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt}
-		seq, err := e.execute(ctx, p, cmd)
+		cmd := RedeemInvite{Common: c, CodeHash: HashSecret(code), CredentialID: cred.CredentialID, TokenHash: HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt}
+		seq, _, a, err := e.decideAppend(ctx, p, cmd)
 		if err != nil {
 			return err
 		}
 		inv := p.Invites[p.InviteCodes[cmd.CodeHash]]
+		if inv == nil {
+			return Errorf(Internal, "redeemed invite is missing")
+		}
+		if a != nil {
+			// A retried redeem: the credential it issued the first time.
+			old, err := e.recalledCredential(p, a)
+			if err != nil {
+				return err
+			}
+			out = Redeemed{ProjectID: project, Invite: inv.Data, Credential: old}
+			return nil
+		}
 		cred.AgentID, cred.Seq = inv.Data.AgentID, seq
 		out = Redeemed{ProjectID: project, Invite: inv.Data, Credential: cred}
 		return nil
@@ -348,6 +444,15 @@ func (e *Engine) ReportWorkMemory(ctx context.Context, project string, c Common,
 	if err != nil {
 		return "", 0, err
 	}
-	seq, err := e.Execute(ctx, project, ReportWorkMemory{Common: c, AgentID: agentID, ReportID: id, Report: r})
+	var seq uint64
+	err = e.with(ctx, project, false, func(p *Project) error {
+		var a *Answer
+		var err error
+		seq, _, a, err = e.decideAppend(ctx, p, ReportWorkMemory{Common: c, AgentID: agentID, ReportID: id, Report: r})
+		if a != nil {
+			id = a.ResultID
+		}
+		return err
+	})
 	return id, seq, err
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"runtime/debug"
@@ -41,7 +42,7 @@ type Snapshots interface {
 }
 
 // snapshotVersion is the layout of a snapshot this build writes and reads.
-const snapshotVersion = 2
+const snapshotVersion = 3 // 3: with the memory of idempotency keys
 
 // KeepSnapshots makes the engine load write models from snapshots in s and
 // save one whenever a load folded at least every events after the snapshot,
@@ -130,6 +131,9 @@ type snapshot struct {
 	DispatchKeys map[string]string      `json:"dispatch_keys"`
 	Invites      map[string]*Invite     `json:"invites"`
 	InviteCodes  map[string]string      `json:"invite_codes"`
+	// Idem is the memory of recent idempotency keys, oldest first: a retry
+	// after a restart from this snapshot still answers its first result.
+	Idem []*Answer `json:"idem"`
 }
 
 // snapTurn is a Turn in a snapshot: short names, empty fields left out.
@@ -165,7 +169,7 @@ func EncodeSnapshot(p *Project) ([]byte, error) { return encodeSnapshot(p) }
 
 func encodeSnapshot(p *Project) ([]byte, error) {
 	s := snapshot{V: snapshotVersion, Seq: p.Seq, Agents: p.Agents, Credentials: p.Credentials,
-		DispatchKeys: p.DispatchKeys, Invites: p.Invites, InviteCodes: p.InviteCodes,
+		DispatchKeys: p.DispatchKeys, Invites: p.Invites, InviteCodes: p.InviteCodes, Idem: p.idem.order,
 		Turns: make([]snapTurn, 0, len(p.Turns))}
 	// In order of turn id, so that equal write models give equal bytes.
 	var slims []byte
@@ -217,6 +221,16 @@ func decodeSnapshot(id string, data []byte) (*Project, error) {
 		}
 	}
 	p.Agents, p.Credentials, p.DispatchKeys, p.Invites, p.InviteCodes = s.Agents, s.Credentials, s.DispatchKeys, s.Invites, s.InviteCodes
+	for _, a := range s.Idem {
+		if a == nil {
+			return nil, errors.New("snapshot with an empty idempotency answer")
+		}
+		if p.idem.byRef == nil {
+			p.idem.byRef = map[digest]*Answer{}
+		}
+		p.idem.byRef[a.Ref] = a // a later answer under the same key wins, as in the fold
+		p.idem.order = append(p.idem.order, a)
+	}
 	var queued []*Turn
 	for i := range s.Turns {
 		st := &s.Turns[i]

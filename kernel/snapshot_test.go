@@ -275,3 +275,38 @@ func TestSnapshotOfAnotherLedgerIsIgnored(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotRemembersIdempotencyKeys: a write model loaded from a
+// snapshot still knows the keys of the commands before it, so a retry after
+// a restart answers its first result instead of appending again.
+func TestSnapshotRemembersIdempotencyKeys(t *testing.T) {
+	f := newSnapFixture(t)
+	a, _ := f.engine(t, true)
+	register(t, a, "worker", 1)
+	hb := kernel.Heartbeat{Common: keyed("k", "{}"), AgentID: "worker"}
+	seq, err := a.Execute(t.Context(), "p1", hb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SaveSnapshots(); err != nil {
+		t.Fatal(err)
+	}
+	b, reads := f.engine(t, true)
+	if err := b.Preload(t.Context(), []string{"p1"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads.read.Load(); n != 0 {
+		t.Fatalf("the load read %d events, want 0: it should come from the snapshot", n)
+	}
+	again, err := b.Execute(t.Context(), "p1", hb)
+	if err != nil || again != seq {
+		t.Errorf("retry after a load from the snapshot = %d, %v; want the first answer %d", again, err, seq)
+	}
+	if last, _ := f.l.LastSeq(t.Context(), "p1"); last != seq {
+		t.Errorf("ledger ends at %d, want %d: the retry appended", last, seq)
+	}
+	other := kernel.Heartbeat{Common: keyed("k", `{"x":1}`), AgentID: "worker"}
+	if _, err := b.Execute(t.Context(), "p1", other); kernel.ErrorKind(err) != kernel.Validation {
+		t.Errorf("same key, other body after the load = %v, want a ValidationError", err)
+	}
+}

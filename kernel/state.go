@@ -34,6 +34,7 @@ type Project struct {
 	claims       claimIndex        // the live claims by expiry (claims.go)
 	strs         map[string]string // interned strings of slim Turns (snapshot.go)
 	done         map[string][]byte // the finished Turns, packed (packed.go)
+	idem         idemMemory        // recent idempotency keys (idempotency.go)
 }
 
 // queued is one entry of an agent's queue, ordered by the ledger_seq of the

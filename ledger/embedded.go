@@ -31,7 +31,27 @@ type EmbeddedConfig struct {
 	ReadyTimeout time.Duration
 	// Log sends the server's log to standard error. Default off.
 	Log bool
+	// Sync is when JetStream flushes appended messages to stable storage:
+	// SyncAlways fsyncs every message before it is acknowledged, so an
+	// acknowledged event survives a power loss or a kernel crash;
+	// SyncInterval fsyncs every Interval (nats-server's default, 2 minutes), so
+	// an acknowledged event survives a crash of the process (the page cache
+	// keeps it) but a power loss may drop what came after the last sync.
+	// Default (and "") SyncAlways: see the README's reliability section for
+	// the cost.
+	Sync Sync
+	// SyncEvery is the interval of SyncInterval; 0 takes nats-server's
+	// default (2 minutes).
+	SyncEvery time.Duration
 }
+
+// Sync is a durability setting of the embedded server (EmbeddedConfig.Sync).
+type Sync string
+
+const (
+	SyncAlways   Sync = "always"
+	SyncInterval Sync = "interval"
+)
 
 // DefaultEmbeddedConfig returns the configuration serve uses, with its data
 // under dataDir.
@@ -40,6 +60,7 @@ func DefaultEmbeddedConfig(dataDir string) EmbeddedConfig {
 		DataDir:      dataDir,
 		ServerName:   "turnledger",
 		ReadyTimeout: 10 * time.Second,
+		Sync:         SyncAlways,
 	}
 }
 
@@ -54,6 +75,12 @@ func (c EmbeddedConfig) Validate() error {
 	}
 	if c.ServerName == "" {
 		errs = append(errs, errors.New("ledger: embedded server needs a name"))
+	}
+	if c.Sync != "" && c.Sync != SyncAlways && c.Sync != SyncInterval {
+		errs = append(errs, fmt.Errorf("ledger: embedded server sync %q must be %q or %q", c.Sync, SyncAlways, SyncInterval))
+	}
+	if c.SyncEvery < 0 {
+		errs = append(errs, fmt.Errorf("ledger: embedded server sync interval %v must not be negative", c.SyncEvery))
 	}
 	if c.ReadyTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("ledger: embedded server ready timeout %v must be positive", c.ReadyTimeout))
@@ -87,14 +114,16 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		}
 	}
 	o := &server.Options{
-		ServerName: cfg.ServerName,
-		Host:       "127.0.0.1",
-		Port:       cfg.Port,
-		DontListen: cfg.Port == 0,
-		JetStream:  true,
-		StoreDir:   storeDir,
-		NoSigs:     true, // the binary handles signals
-		NoLog:      !cfg.Log,
+		ServerName:   cfg.ServerName,
+		Host:         "127.0.0.1",
+		Port:         cfg.Port,
+		DontListen:   cfg.Port == 0,
+		JetStream:    true,
+		StoreDir:     storeDir,
+		NoSigs:       true, // the binary handles signals
+		NoLog:        !cfg.Log,
+		SyncAlways:   cfg.Sync != SyncInterval,
+		SyncInterval: cfg.SyncEvery,
 		// The HTTP monitor, cluster, gateway and leafnode listeners stay off.
 	}
 	srv, err := server.NewServer(o)

@@ -222,7 +222,9 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 			if isWrongLastSeq(err) {
 				return 0, conflict(project, expectLast)
 			}
-			return 0, fmt.Errorf("ledger: append to %s: %w", project, err)
+			// A full or failing disk, a lost leader, a timeout: an outage
+			// the client may retry (with its Idempotency-Key), not a bug.
+			return 0, unavailableAppend(project, err)
 		}
 		return seq, nil
 	}
@@ -289,7 +291,7 @@ func (s *Store) appendStreamWide(ctx context.Context, project string, expectLast
 			return seq, nil
 		}
 		if !isWrongLastSeq(err) {
-			return 0, fmt.Errorf("ledger: append to %s: %w", project, err)
+			return 0, unavailableAppend(project, err)
 		}
 		// Another process wrote: what we knew is stale.
 		s.heads.forget()
@@ -385,4 +387,15 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	return info.State.LastSeq, nil
+}
+
+// unavailableAppend makes a failed append a kernel.Unavailable error (503
+// with Retry-After), unless it is one already (retry gave up): the change may
+// or may not be stored, and a retry with the same Idempotency-Key is safe.
+func unavailableAppend(project string, err error) error {
+	if kernel.ErrorKind(err) == kernel.Unavailable {
+		return err
+	}
+	return fmt.Errorf("%w: %w", kernel.Errorf(kernel.Unavailable,
+		"the ledger cannot take the change to %s right now (storage full or failing, or the server is not answering); retry later with the same Idempotency-Key", project), err)
 }

@@ -25,9 +25,10 @@ type Monitor struct {
 	startedAt time.Time
 
 	mu         sync.Mutex
-	next       map[string]time.Time // query id -> next scheduled run
-	running    map[string]bool      // query ids of scheduled runs in progress
-	deliveries map[string]Delivery  // channel id -> latest delivery
+	next       map[string]time.Time     // query id -> next scheduled run
+	running    map[string]bool          // query ids of scheduled runs in progress
+	deliveries map[string]Delivery      // channel id -> latest delivery
+	sending    map[string]chan struct{} // channel id -> closed when its latest delivery ends
 	scheduling bool
 
 	bg     context.Context // notification deliveries; cancelled by Close
@@ -160,7 +161,8 @@ func (m *Monitor) Resolve(id uint64, note string) (Error, error) {
 	return e, nil
 }
 
-// notify sends to the query's channels in the background.
+// notify sends to the query's channels in the background, to each channel
+// in the order notify was called.
 func (m *Monitor) notify(q *QueryConfig, event string, e *Error, msg string) {
 	targets := q.Channels
 	if len(targets) == 0 {
@@ -174,9 +176,23 @@ func (m *Monitor) notify(q *QueryConfig, event string, e *Error, msg string) {
 		Query: &QueryRef{ID: q.ID, Description: q.Description, Connection: q.Connection}, Error: &ev,
 	}
 	for _, id := range targets {
+		// Deliveries to one channel go out in the order of the events:
+		// each waits for the one before it to the same channel.
+		done := make(chan struct{})
+		m.mu.Lock()
+		if m.sending == nil {
+			m.sending = map[string]chan struct{}{}
+		}
+		prev := m.sending[id]
+		m.sending[id] = done
+		m.mu.Unlock()
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
+			defer close(done)
+			if prev != nil {
+				<-prev
+			}
 			m.deliver(m.bg, id, n, m.cfg.WebhookAttempts)
 		}()
 	}

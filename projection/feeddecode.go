@@ -178,6 +178,11 @@ func (d *feedDecoder) fast(v []byte, it *FeedItem) bool {
 	if !s.ok || s.i != len(v) || ver > 1<<31 || bytes.Equal(data, null) {
 		return false
 	}
+	// value does not validate; the bytes on disk are not to be trusted
+	// blindly (a damaged value would become a 500 when the page is encoded).
+	if !json.Valid(data) {
+		return false
+	}
 	if err := out.At.UnmarshalJSON(at); err != nil {
 		return false
 	}

@@ -9,6 +9,9 @@ type Health struct {
 	Lag        uint64 `json:"lag"`
 	Failing    bool   `json:"failing"`
 	LastError  string `json:"last_error,omitempty"`
+	// Rebuilding: the projection file was found damaged at start, moved
+	// aside, and is being rebuilt from the ledger (serve is not ready).
+	Rebuilding bool `json:"rebuilding,omitempty"`
 }
 
 // Health reports the projector against the ledger's head.

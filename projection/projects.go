@@ -7,7 +7,7 @@ import bolt "go.etcd.io/bbolt"
 // first), however long the feeds are.
 func (s *Store) Projects() ([]string, error) {
 	var out []string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bktFeed).Cursor()
 		for k, _ := c.First(); k != nil; {
 			var project string

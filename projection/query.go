@@ -40,7 +40,7 @@ func clampLimit(limit int) int {
 // Turn returns the snapshot of a Turn, or ErrNotFound.
 func (s *Store) Turn(project, turnID string) (TurnView, error) {
 	var v TurnView
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		rec, err := loadTurn(tx.Bucket(bktTurns), project, turnID)
 		v = rec.View
 		return err
@@ -64,7 +64,7 @@ func loadTurn(b *bolt.Bucket, project, turnID string) (turnRecord, error) {
 func (s *Store) Context(project, turnID string, afterTurnSeq uint64, limit int) (ContextPage, error) {
 	limit = clampLimit(limit)
 	page := ContextPage{Items: []ContextItem{}, NextAfterTurnSeq: afterTurnSeq}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if tx.Bucket(bktTurns).Get(key(project, turnID)) == nil {
 			return ErrNotFound
 		}
@@ -107,7 +107,7 @@ func (s *Store) Turns(project string, f TurnFilter, limit int) ([]TurnView, erro
 func (s *Store) TurnsPage(project string, f TurnFilter, limit int) (TurnsPage, error) {
 	limit = clampLimit(limit)
 	pg := TurnsPage{Items: []TurnView{}, NextAfterSeq: f.AfterSeq}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		turns := tx.Bucket(bktTurns)
 		var c *bolt.Cursor
 		var prefix []byte
@@ -173,7 +173,7 @@ func (f TurnFilter) match(rec turnRecord) bool {
 func (s *Store) Lineage(project, turnID string, limit int) ([]LineageItem, error) {
 	limit = clampLimit(limit)
 	out := []LineageItem{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		turns := tx.Bucket(bktTurns)
 		self, err := loadTurn(turns, project, turnID)
 		if err != nil {
@@ -256,7 +256,7 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 	parts := append([]string{project}, id...)
 	prefix := key(parts...)
 	var dec feedDecoder
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		feed := tx.Bucket(bktFeed)
 		if owner != nil && tx.Bucket(owner).Get(prefix) == nil {
 			return ErrNotFound
@@ -323,7 +323,7 @@ func (r agentReader) get(project, agentID string) (AgentView, error) {
 // Agent returns the truth snapshot of an agent, or ErrNotFound.
 func (s *Store) Agent(project, agentID string, now time.Time) (AgentView, error) {
 	var v AgentView
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		v, err = s.agentReader(tx, now).get(project, agentID)
 		return err
@@ -336,7 +336,7 @@ func (s *Store) Agent(project, agentID string, now time.Time) (AgentView, error)
 func (s *Store) Agents(project string, f AgentFilter, limit int, now time.Time) ([]AgentView, error) {
 	limit = clampLimit(limit)
 	out := []AgentView{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		r := s.agentReader(tx, now)
 		if f.AgentID != "" {
 			v, err := r.get(project, f.AgentID)
@@ -384,7 +384,7 @@ func (f AgentFilter) match(v AgentView) bool {
 func (s *Store) TurnOffers(project string, f OfferFilter, limit int, now time.Time) ([]TurnOffer, error) {
 	limit = clampLimit(limit)
 	out := []TurnOffer{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		r := s.agentReader(tx, now)
 		queued := tx.Bucket(bktQueued)
 		prefix := key(project)
@@ -456,7 +456,7 @@ func splitKey(k []byte) []string {
 func (s *Store) Credentials(project, agentID string, now time.Time) ([]CredentialView, error) {
 	out := []CredentialView{}
 	var recs []kernel.Credential
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if tx.Bucket(bktAgents).Get(key(project, agentID)) == nil {
 			return ErrNotFound
 		}

@@ -22,7 +22,7 @@ var (
 // and nil when there is none). data is the file's own bytes, valid only
 // while fn runs: a snapshot is decoded without a copy of it.
 func (s *Store) LoadSnapshot(project string, fn func(seq uint64, data []byte) error) error {
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bktSnapshots)
 		seq, data := b.Get(key(project, snapSeqPart)), b.Get(key(project, snapDataPart))
 		if len(seq) != 8 || data == nil {
@@ -38,7 +38,7 @@ func (s *Store) LoadSnapshot(project string, fn func(seq uint64, data []byte) er
 
 // SaveSnapshot replaces the project's snapshot.
 func (s *Store) SaveSnapshot(project string, seq uint64, data []byte) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bktSnapshots)
 		if err := b.Put(key(project, snapDataPart), data); err != nil {
 			return err

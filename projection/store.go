@@ -86,10 +86,11 @@ type Store struct {
 	db  *bolt.DB
 	cfg Config
 
-	mu         sync.Mutex
-	checkpoint uint64
-	changed    chan struct{} // closed and replaced on every checkpoint advance
-	closed     bool
+	mu          sync.Mutex
+	checkpoint  uint64
+	changed     chan struct{} // closed and replaced on every checkpoint advance
+	closed      bool
+	readFailure string // why a read found the file damaged (heal.go)
 }
 
 // Open opens (creating when missing) the projection file at path.
@@ -178,8 +179,10 @@ func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 func (s *Store) Apply(batch []kernel.Recorded) error { return s.apply(batch, nil) }
 
 // apply is Apply with the batch's feed items encoded beforehand (items[i]
-// for batch[i]; nil, or a nil item, when not: the fold encodes it).
-func (s *Store) apply(batch []kernel.Recorded, items [][]byte) error {
+// for batch[i]; nil, or a nil item, when not: the fold encodes it). A panic
+// inside (a damaged page) is caught and marks the store damaged.
+func (s *Store) apply(batch []kernel.Recorded, items [][]byte) (err error) {
+	defer s.caught(&err)
 	if len(batch) == 0 {
 		return nil
 	}
@@ -190,7 +193,7 @@ func (s *Store) apply(batch []kernel.Recorded, items [][]byte) error {
 		return ErrClosed
 	}
 	var last uint64
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		f := newFolder(tx)
 		cp := getU64(f.tx.Bucket(bktMeta).Get(keyCheckpoint))
 		prev := cp
@@ -240,7 +243,7 @@ func (s *Store) apply(batch []kernel.Recorded, items [][]byte) error {
 // stores.
 func (s *Store) Dump() (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			if string(name) == string(bktSnapshots) {
 				return nil // the engine's, not a projection

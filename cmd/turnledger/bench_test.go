@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/turnledger/turnledger/ledger"
 )
 
 // BenchmarkServeLifecycle measures one Turn's whole life — dispatch, claim,
@@ -24,6 +26,9 @@ func BenchmarkServeLifecycle(b *testing.B) {
 	cfg := defaultServiceConfig()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", dir
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if v := os.Getenv("TURNLEDGER_BENCH_SYNC"); v != "" { // always (the default) or interval
+		cfg.Sync = ledger.Sync(v)
+	}
 	s, err := startService(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)

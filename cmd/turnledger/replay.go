@@ -58,15 +58,19 @@ func replay(ctx context.Context, dataDir, natsURL string, auth natsAuth, lcfg le
 	if natsURL == "" && !exists(filepath.Join(dataDir, "nats")) && !exists(live) {
 		return fmt.Errorf("%s holds no turnledger ledger (neither nats/ nor projections.db): give the --data of the turnledger serve whose projections to rebuild", dataDir)
 	}
-	// Make sure no serve holds the live file: bbolt locks it.
-	pcfg := projection.DefaultConfig()
-	pcfg.OpenTimeout = time.Second
-	if st, err := projection.Open(live, pcfg); err != nil {
-		return fmt.Errorf("cannot open %s (is turnledger serve running on %s? stop it first): %w", live, dataDir, err)
-	} else if err := st.Close(); err != nil {
+	// Make sure no serve holds the live file, by asking its lock: the file
+	// itself is never opened as a database here, so a damaged one cannot
+	// crash the tool that repairs it.
+	if locked, err := projection.Locked(live); err != nil {
 		return err
+	} else if locked {
+		return fmt.Errorf("%s is in use (is turnledger serve running on %s? stop it first)", live, dataDir)
 	}
-	emb, nc, l, err := openLedger(ctx, dataDir, natsURL, auth, lcfg)
+	damaged := projection.Check(live)
+	if damaged != nil && !errors.Is(damaged, projection.ErrDamaged) {
+		return damaged
+	}
+	emb, nc, l, err := openLedger(ctx, dataDir, natsURL, auth, lcfg, ledger.SyncAlways)
 	if err != nil {
 		return err
 	}
@@ -91,6 +95,14 @@ func replay(ctx context.Context, dataDir, natsURL string, auth natsAuth, lcfg le
 	}
 	if err := models.save(next); err != nil {
 		return err
+	}
+	if damaged != nil {
+		// Keep the damaged file for a post-mortem instead of overwriting it.
+		aside, err := projection.MoveAside(live, time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "the old projection file was damaged (%v); moved it to %s\n", damaged, aside)
 	}
 	if err := projection.Install(next, live); err != nil {
 		return fmt.Errorf("swap in the rebuilt projections: %w", err)

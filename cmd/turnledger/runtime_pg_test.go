@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,23 +19,7 @@ import (
 	"github.com/turnledger/turnledger/authn/authntest"
 	"github.com/turnledger/turnledger/authn/pgstore/pgstoretest"
 	"github.com/turnledger/turnledger/internal/checkfor"
-	"github.com/turnledger/turnledger/internal/pgtest"
 )
-
-// envChildMain makes the test binary run Main on its arguments instead of
-// the tests: rtProcess starts runtimes as processes of their own this way,
-// without building the binary.
-const envChildMain = "TURNLEDGER_TEST_CHILD_MAIN"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(envChildMain) == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
-	os.Exit(pgtest.Main(m))
-}
 
 // rtProcess runs `turnledger runtime args...` as a separate process with env
 // added to the environment, stopped with SIGTERM when the test ends, and

@@ -34,6 +34,7 @@ type serviceConfig struct {
 	AdminToken   string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
 	MetricsOpen  bool          // serve /metrics to any client, not only loopback ones
 	ReapInterval time.Duration // 0 turns the background reaper off
+	Sync         ledger.Sync   // durability of the embedded server (--sync)
 	Limits       limits
 	Kernel       kernel.Config
 	Ledger       ledger.Config
@@ -46,6 +47,7 @@ func defaultServiceConfig() serviceConfig {
 		Addr:         "127.0.0.1:8000",
 		DataDir:      "./data",
 		ReapInterval: 5 * time.Second,
+		Sync:         ledger.SyncAlways,
 		Limits:       defaultLimits(),
 		Kernel:       kernel.DefaultConfig(),
 		Ledger:       ledger.DefaultConfig(),
@@ -68,6 +70,8 @@ type service struct {
 	http      *http.Server
 	listener  net.Listener
 	tokenPath string // where the admin token is kept, when it came from a file
+	healed    bool   // the projection file was damaged and is being rebuilt (reliability.go)
+	healUntil uint64 // the ledger head when it was; not ready before the rebuild reaches it
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -91,16 +95,23 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 			return nil, err
 		}
 	}
-	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.NATSAuth, cfg.Ledger); err != nil {
+	if len(cfg.Kernel.SecretKey) == 0 {
+		if cfg.Kernel.SecretKey, err = secretKey(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.NATSAuth, cfg.Ledger, cfg.Sync); err != nil {
 		return nil, err
 	}
-	if s.store, err = projection.Open(filepath.Join(cfg.DataDir, "projections.db"), projection.DefaultConfig()); err != nil {
+	if err := s.openProjections(filepath.Join(cfg.DataDir, "projections.db")); err != nil {
 		return nil, err
 	}
 	if head, err := s.ledger.Head(ctx); err != nil {
 		return nil, err
 	} else if cp := s.store.Checkpoint(); cp > head {
 		return nil, fmt.Errorf("the projections in %s are at ledger_seq %d but the ledger ends at %d: the ledger is not the one they were folded from (its NATS data was lost or replaced); run `turnledger replay` to rebuild them from this ledger", cfg.DataDir, cp, head)
+	} else if s.healed {
+		s.healUntil = head
 	}
 	metrics := newMetrics() // the one Prometheus registry (metrics.go)
 	if s.engine, err = kernel.NewEngine(timedLedger{s.ledger, metrics.appends}, cfg.Kernel); err != nil {
@@ -171,7 +182,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 // openLedger connects to NATS — the embedded server with its store under
 // dataDir/nats, or the server at natsURL — and opens the ledger on it. On
 // error everything opened is closed again.
-func openLedger(ctx context.Context, dataDir, natsURL string, auth natsAuth, cfg ledger.Config) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
+func openLedger(ctx context.Context, dataDir, natsURL string, auth natsAuth, cfg ledger.Config, sync ledger.Sync) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
 	defer func() {
 		if err != nil {
 			if nc != nil {
@@ -183,7 +194,9 @@ func openLedger(ctx context.Context, dataDir, natsURL string, auth natsAuth, cfg
 		}
 	}()
 	if natsURL == "" {
-		if emb, err = ledger.StartEmbedded(ledger.DefaultEmbeddedConfig(filepath.Join(dataDir, "nats"))); err != nil {
+		ecfg := ledger.DefaultEmbeddedConfig(filepath.Join(dataDir, "nats"))
+		ecfg.Sync = sync
+		if emb, err = ledger.StartEmbedded(ecfg); err != nil {
 			return nil, nil, nil, err
 		}
 		if nc, err = emb.Connect(); err != nil {
@@ -279,6 +292,7 @@ func (s *service) ready(ctx context.Context) (any, bool) {
 	if r.Backend.Error != "" || r.Projections.Failing {
 		r.Status = "not_ready"
 	}
+	s.readyProjections(&r)
 	return r, r.Status == "ready"
 }
 

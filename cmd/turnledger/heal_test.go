@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/turnledger/turnledger/internal/checkfor"
+)
+
+// truncateHalf cuts the file at path to half its length: a crash of the disk
+// in the middle of its used pages.
+func truncateHalf(t *testing.T, path string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDamagedProjectionsAreHealed: a truncated projection file is moved aside
+// and rebuilt by `replay` (which never opens it as a database, and refuses
+// while serve holds it) and by `serve` on start.
+func TestDamagedProjectionsAreHealed(t *testing.T) {
+	dir := t.TempDir()
+	base, stop := startServe(t, dir)
+	admin := adminClient(t, base, dir)
+	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
+	for i := range 40 {
+		req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
+			"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "req"), "input": map[string]any{"i": i, "pad": strings.Repeat("x", 2000)},
+			"turn_kind": "summarize", "dispatch_key": "k" + string(rune('a'+i%26)) + string(rune('a'+i/26)), "authority": map[string]any{"mode": "root_request", "request_id": "r"},
+		}, 200)
+	}
+	waitReady(t, base)
+	var out bytes.Buffer
+	if code := Main(t.Context(), []string{"replay", "--data", dir}, &out, &out); code == 0 || !strings.Contains(out.String(), "in use") {
+		t.Errorf("replay while serve runs = %d %q, want a refusal naming the lock", code, out.String())
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited with %d", code)
+	}
+	live := filepath.Join(dir, "projections.db")
+	want := dumpProjections(t, live)
+
+	truncateHalf(t, live)
+	out.Reset()
+	if code := Main(t.Context(), []string{"replay", "--data", dir}, &out, &out); code != 0 {
+		t.Fatalf("replay of a truncated file exited with %d:\n%s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "damaged") {
+		t.Errorf("replay output does not say the old file was damaged:\n%s", out.String())
+	}
+	if diff := cmp.Diff(want, dumpProjections(t, live)); diff != "" {
+		t.Errorf("replayed projections differ (-before +after):\n%s", diff)
+	}
+
+	truncateHalf(t, live)
+	base, stop = startServe(t, dir)
+	// /readyz is 503 (rebuilding) until the rebuild reaches the head.
+	checkfor.Until(t, 10*time.Second, "serve to rebuild the damaged projections", func() bool {
+		return client{t: t, base: base}.rawStatus("GET", "/readyz", nil) == 200
+	})
+	req.base = base
+	req.call("GET", "/v3r1/projects/p1/projection/turns?limit=100", nil, 200)
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited with %d", code)
+	}
+	if diff := cmp.Diff(want, dumpProjections(t, live)); diff != "" {
+		t.Errorf("projections healed by serve differ (-before +after):\n%s", diff)
+	}
+	aside, _ := filepath.Glob(live + ".damaged-*")
+	if len(aside) == 0 {
+		t.Errorf("no %s.damaged-* file kept", live)
+	}
+}
+
+// TestDamageUnderARunningServeFailsReadiness: pages zeroed under a running
+// serve make the reads that meet them answer 503 (never 500) and /readyz
+// report the projections failing.
+func TestDamageUnderARunningServeFailsReadiness(t *testing.T) {
+	dir := t.TempDir()
+	base, stop := startServe(t, dir)
+	admin := adminClient(t, base, dir)
+	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
+	for i := range 40 {
+		req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
+			"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "req"), "input": map[string]any{"i": i, "pad": strings.Repeat("x", 2000)},
+			"turn_kind": "summarize", "dispatch_key": fmt.Sprint(i), "authority": map[string]any{"mode": "root_request", "request_id": "r"},
+		}, 200)
+	}
+	waitReady(t, base)
+	live := filepath.Join(dir, "projections.db")
+	fi, err := os.Stat(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(live, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, fi.Size()-8192), 8192); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	status := req.rawStatus("GET", "/v3r1/projects/p1/projection/turns?limit=500", nil)
+	if status != 503 {
+		t.Errorf("a read over zeroed pages = %d, want 503", status)
+	}
+	var ready struct {
+		Status      string `json:"status"`
+		Projections struct {
+			Failing   bool   `json:"failing"`
+			LastError string `json:"last_error"`
+		} `json:"projections"`
+	}
+	json.Unmarshal(client{t: t, base: base}.call("GET", "/readyz", nil, 503), &ready)
+	if ready.Status != "not_ready" || !ready.Projections.Failing || ready.Projections.LastError == "" {
+		t.Errorf("/readyz after a damaged read = %+v, want not_ready with the projections failing", ready)
+	}
+	stop()
+}

@@ -1,0 +1,259 @@
+package kernel
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// IdempotencyRetention is how long the write model remembers an idempotency
+// key: a retry within it answers the original result; after it the key is
+// forgotten and the request is decided afresh.
+const IdempotencyRetention = 24 * time.Hour
+
+// Idempotency is an idempotency key as it travels with a command and, once
+// the command is applied, inside its event (the envelope's `idem`). Neither
+// field is the client's key: Ref is the hex SHA-256 of the caller, the route
+// and the key (scoped by the HTTP layer), and Request is the hex SHA-256 of
+// the request body. The engine scopes Ref once more by the command, so that
+// a key is never answered by another command's event.
+type Idempotency struct {
+	Ref     string `json:"ref"`
+	Request string `json:"request"`
+}
+
+// Answer is what an applied command with an idempotency key answered, kept in
+// the write model and rebuilt from the ledger by the same fold: a retry with
+// the same key and body gets it back instead of deciding again.
+type Answer struct {
+	Ref     digest    // of Idempotency.Ref
+	Request digest    // of Idempotency.Request
+	Seq     uint64    // ledger_seq of the (last) event the command appended
+	At      time.Time // when it was appended
+	Type    string    // the event's type
+	ID      string    // the event's aggregate id
+
+	TurnSeq       uint64    // the Turn's turn_seq right after the event
+	StopRequested bool      // the Turn's stop_requested right after the event
+	Claim         *Claim    // the Turn's claim right after a claim or renew event
+	ResultID      string    // credential, invite or report id the command created
+	ExpiresAt     time.Time // of the credential or invite it created
+	Released      []string  // Turns released by claims:reconcile-expired
+}
+
+// idemMemory is the write model's memory of recent idempotency keys, oldest
+// first so that expiry is a walk from the front.
+type idemMemory struct {
+	byRef map[digest]*Answer
+	order []*Answer
+}
+
+// digest is a key's hash as kept in memory: 32 bytes, not 64 hex digits.
+type digest [32]byte
+
+// MarshalText writes a digest in hex (in snapshots).
+func (d digest) MarshalText() ([]byte, error) { return []byte(hex.EncodeToString(d[:])), nil }
+
+// UnmarshalText reads a digest written by MarshalText.
+func (d *digest) UnmarshalText(b []byte) error {
+	if hex.DecodedLen(len(b)) != len(d) {
+		return errors.New("kernel: a digest is 64 hex digits")
+	}
+	_, err := hex.Decode(d[:], b)
+	return err
+}
+
+// digestOf turns a hex SHA-256 into a digest; any other string (only a
+// corrupt ledger holds one) is hashed again, so it still compares equal to
+// itself.
+func digestOf(s string) digest {
+	var d digest
+	if len(s) == 64 {
+		if _, err := hex.Decode(d[:], []byte(s)); err == nil {
+			return d
+		}
+	}
+	return sha256.Sum256([]byte(s))
+}
+
+// commandName is the stable name of a command for scoping keys: it is part
+// of what the ledger remembers, so it must not change with a Go rename.
+func commandName(cmd Command) string {
+	switch cmd.(type) {
+	case RegisterAgent:
+		return "register_agent"
+	case IssueCredential:
+		return "issue_credential"
+	case Bootstrap:
+		return "bootstrap"
+	case RevokeCredential:
+		return "revoke_credential"
+	case SetAgentAdmission:
+		return "set_agent_admission"
+	case Heartbeat:
+		return "heartbeat"
+	case ReplaceMetadata:
+		return "replace_metadata"
+	case ReportWorkMemory:
+		return "report_work_memory"
+	case CreateInvite:
+		return "create_invite"
+	case RedeemInvite:
+		return "redeem_invite"
+	case Dispatch:
+		return "dispatch"
+	case ClaimNext:
+		return "claim"
+	case Renew:
+		return "renew"
+	case AppendRecord:
+		return "append_record"
+	case Suspend:
+		return "suspend"
+	case Finish:
+		return "finish"
+	case Stop:
+		return "stop"
+	case Resume:
+		return "resume"
+	case reconcileCommand:
+		return "reconcile_expired"
+	}
+	return fmt.Sprintf("%T", cmd) // a command added later: name it above
+}
+
+// idemOf returns the key of cmd scoped by the command, or nil.
+func idemOf(cmd Command) *Idempotency {
+	k := cmd.common().Idem
+	if k == nil {
+		return nil
+	}
+	if _, ok := cmd.(ExpireClaim); ok {
+		// Already scoped by ReconcileExpired, for all its releases.
+		return k
+	}
+	return &Idempotency{Ref: HashSecret(k.Ref + "\x00" + commandName(cmd)), Request: k.Request}
+}
+
+// evolve folds r into p and remembers the answer of a keyed event. The
+// engine folds through it, so the memory is rebuilt from the ledger after a
+// restart and on every instance.
+func evolve(p *Project, r Recorded) {
+	Evolve(p, r)
+	p.remember(r)
+}
+
+func (p *Project) remember(r Recorded) {
+	m := &p.idem
+	// Forget what is older than the retention, measured in ledger time so
+	// that a replay forgets the same keys.
+	for len(m.order) > 0 && r.Event.At.Sub(m.order[0].At) > IdempotencyRetention {
+		if m.byRef[m.order[0].Ref] == m.order[0] {
+			delete(m.byRef, m.order[0].Ref)
+		}
+		m.order[0] = nil
+		m.order = m.order[1:]
+	}
+	k := r.Event.Idem
+	if k == nil {
+		return
+	}
+	if m.byRef == nil {
+		m.byRef = map[digest]*Answer{}
+	}
+	e := r.Event
+	ref, req := digestOf(k.Ref), digestOf(k.Request)
+	if prev := m.byRef[ref]; prev != nil && prev.Request == req && e.Type == EvTurnClaimExpired && prev.Type == e.Type {
+		// claims:reconcile-expired appends one event per released Turn.
+		prev.Seq, prev.Released = r.Seq, append(prev.Released, e.ID)
+		return
+	}
+	a := &Answer{Ref: ref, Request: req, Seq: r.Seq, At: e.At, Type: e.Type, ID: e.ID}
+	if t := p.Turn(e.ID); t != nil && e.Aggregate == AggTurn {
+		a.TurnSeq, a.StopRequested = t.TurnSeq, t.StopRequested
+		if t.Claim != nil && (e.Type == EvTurnClaimed || e.Type == EvTurnClaimRenewed) {
+			c := *t.Claim
+			a.Claim = &c
+		}
+	}
+	switch d := e.Data.(type) {
+	case *CredentialIssued:
+		a.ResultID, a.ExpiresAt = d.CredentialID, d.ExpiresAt
+	case *InviteRedeemed:
+		a.ResultID, a.ExpiresAt = d.CredentialID, d.ExpiresAt
+	case *InviteCreated:
+		a.ResultID, a.ExpiresAt = d.InviteID, d.ExpiresAt
+	case *AgentWorkMemoryReported:
+		a.ResultID = d.ReportID
+	case *TurnClaimExpired:
+		a.Released = []string{e.ID}
+	}
+	m.byRef[ref] = a
+	m.order = append(m.order, a)
+}
+
+// recall is recall at the engine's clock. ExpireClaim never recalls: the
+// events of one claims:reconcile-expired share its key, and ReconcileExpired
+// recalls once for all of them.
+func (e *Engine) recall(p *Project, cmd Command) (*Answer, error) {
+	if _, ok := cmd.(ExpireClaim); ok {
+		return nil, nil
+	}
+	return recall(p, cmd, e.cfg.Now())
+}
+
+// recall returns the answer remembered for cmd's key, nil when there is none
+// (or it is older than the retention), or a ValidationError when the key was
+// used with another body.
+func recall(p *Project, cmd Command, now time.Time) (*Answer, error) {
+	k := idemOf(cmd)
+	if k == nil {
+		return nil, nil
+	}
+	a := p.idem.byRef[digestOf(k.Ref)]
+	if a == nil || now.Sub(a.At) > IdempotencyRetention {
+		return nil, nil
+	}
+	if a.Request != digestOf(k.Request) {
+		return nil, Errorf(Validation, "this Idempotency-Key was used with a different request body; use a new key for a new request")
+	}
+	return a, nil
+}
+
+// Secrets that a retry must be able to answer again (claim tokens,
+// credential tokens, join codes) are not drawn at random: each is an HMAC of
+// a server-held key and the id of what it belongs to, which is on the ledger.
+// The ledger keeps only the secret's hash, as before; the key never leaves
+// the server, so the ledger alone still reveals no secret.
+
+const (
+	secretClaim      = "claim"
+	secretCredential = "credential"
+	secretInvite     = "invite"
+)
+
+// derive returns the secret of kind for the id in the project.
+func (e *Engine) derive(kind, project, id string) string {
+	mac := hmac.New(sha256.New, e.cfg.SecretKey)
+	mac.Write([]byte(kind + "\x00" + project + "\x00" + id))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// rederive re-derives a secret for a retry and checks it against the hash on
+// the ledger: a server started with another key cannot answer it again.
+func (e *Engine) rederive(prefix, kind, project, id, hash string) (string, error) {
+	s := prefix + e.derive(kind, project, id)
+	if hash != "" && HashSecret(s) != hash {
+		return "", Errorf(Conflict, "this Idempotency-Key was answered by a server with another secret key; its secret cannot be given again")
+	}
+	return s, nil
+}
+
+// reconcileCommand names claims:reconcile-expired for idempotency keys: it
+// is not decided itself (each release is an ExpireClaim), but its key is
+// remembered under this name.
+type reconcileCommand struct{ Common }

@@ -1,0 +1,270 @@
+package projection
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrDamaged is what Check reports (wrapped, with the reason) for a
+// projection file that is truncated, has unreadable pages or fails bbolt's
+// consistency check, and what a read that hit a damaged page returns. The
+// projections are derived from the ledger, so the cure is a rebuild:
+// OpenHealing does it on open.
+var ErrDamaged = errors.New("projection: damaged projection file")
+
+// bbolt's on-disk meta page (go.etcd.io/bbolt internal/common): a 16-byte
+// page header, then magic, version, page size, flags (4 bytes each), the root
+// bucket (root pgid, sequence), the freelist pgid, the high-water pgid, the
+// txid and an FNV-64a checksum of everything before it. Integers are in the
+// machine's byte order, little-endian on every platform we build for.
+const (
+	boltMagic      = 0xED0CDAED
+	boltVersion    = 2
+	pageHeaderSize = 16
+	metaSumLen     = 56 // bytes of the meta covered by its checksum
+	metaLen        = metaSumLen + 8
+)
+
+type boltMeta struct {
+	pageSize uint32
+	root     uint64
+	freelist uint64
+	pgid     uint64
+	txid     uint64
+}
+
+const noFreelist = ^uint64(0)
+
+// readMeta reads and validates the meta page at off.
+func readMeta(f *os.File, off int64) (boltMeta, error) {
+	var b [pageHeaderSize + metaLen]byte
+	if _, err := f.ReadAt(b[:], off); err != nil {
+		return boltMeta{}, fmt.Errorf("meta page at %d: %w", off, err)
+	}
+	m := b[pageHeaderSize:]
+	le := binary.LittleEndian
+	if le.Uint32(m[0:]) != boltMagic {
+		return boltMeta{}, fmt.Errorf("meta page at %d: not a bbolt file (bad magic)", off)
+	}
+	if le.Uint32(m[4:]) != boltVersion {
+		return boltMeta{}, fmt.Errorf("meta page at %d: bbolt version %d", off, le.Uint32(m[4:]))
+	}
+	h := fnv.New64a()
+	h.Write(m[:metaSumLen])
+	if h.Sum64() != le.Uint64(m[metaSumLen:]) {
+		return boltMeta{}, fmt.Errorf("meta page at %d: checksum mismatch", off)
+	}
+	return boltMeta{pageSize: le.Uint32(m[8:]), root: le.Uint64(m[16:]), freelist: le.Uint64(m[32:]), pgid: le.Uint64(m[40:]), txid: le.Uint64(m[48:])}, nil
+}
+
+// Check checks the projection file at path without trusting it: first its
+// structure, read with plain reads and never through bbolt's memory map (a
+// truncated file would kill the process with SIGBUS there): a valid meta
+// page, a file long enough for every page the meta counts; then bbolt's own
+// consistency check of every reachable page, with any panic of bbolt's
+// caught. It returns nil for a sound file or none at all, and an error
+// wrapping ErrDamaged that says what is wrong otherwise. The file must not be
+// open in another process (see Locked).
+//
+// A changed byte inside a stored value passes: bbolt keeps no checksum of
+// values, so only structure is checked.
+func Check(path string) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("projection: check %s: %w", path, err)
+	}
+	if err := checkStructure(path, fi.Size()); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
+	}
+	if err := checkPages(path); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
+	}
+	return nil
+}
+
+func checkStructure(path string, size int64) error {
+	if size == 0 {
+		return errors.New("the file is empty")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// The first meta page is at 0; the second one page size further. Should
+	// the first be damaged, look for the second at the usual page sizes.
+	var metas []boltMeta
+	var errs []error
+	m0, err := readMeta(f, 0)
+	if err == nil {
+		metas = append(metas, m0)
+	} else {
+		errs = append(errs, err)
+	}
+	sizes := []int64{int64(m0.pageSize)}
+	if m0.pageSize == 0 {
+		sizes = []int64{4096, 8192, 16384, 65536}
+	}
+	for _, ps := range sizes {
+		if m1, err := readMeta(f, ps); err == nil {
+			metas = append(metas, m1)
+			break
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	if len(metas) == 0 {
+		return errors.Join(errs...)
+	}
+	m := metas[0]
+	for _, o := range metas[1:] {
+		if o.txid > m.txid {
+			m = o
+		}
+	}
+	if m.pageSize < 512 || m.pageSize&(m.pageSize-1) != 0 {
+		return fmt.Errorf("page size %d", m.pageSize)
+	}
+	if need := int64(m.pgid) * int64(m.pageSize); size < need {
+		return fmt.Errorf("truncated: %d bytes, but its %d pages need %d", size, m.pgid, need)
+	}
+	if m.root >= m.pgid || (m.freelist != noFreelist && m.freelist >= m.pgid) {
+		return fmt.Errorf("root page %d or freelist page %d above the high-water mark %d", m.root, m.freelist, m.pgid)
+	}
+	// Every page header must be readable with plain reads (no short file in
+	// the middle: a sparse or failing disk answers here, not in the mmap).
+	buf := make([]byte, pageHeaderSize)
+	for id := uint64(0); id < m.pgid; id++ {
+		if _, err := f.ReadAt(buf, int64(id)*int64(m.pageSize)); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("page %d unreadable: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// checkPages runs bbolt's consistency check, opening the file read-only.
+// bbolt panics on some damage (a zeroed page "self identifies as 0"): the
+// panic is the verdict.
+func checkPages(path string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("bbolt panicked: %v", r)
+		}
+	}()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		var errs []error
+		for e := range tx.Check() {
+			if len(errs) < 5 {
+				errs = append(errs, e)
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// MoveAside renames the file at path to path.damaged-<time> (UTC, to the
+// second) and returns the new name.
+func MoveAside(path string, now time.Time) (string, error) {
+	aside := path + ".damaged-" + now.UTC().Format("20060102T150405Z")
+	if err := os.Rename(path, aside); err != nil {
+		return "", fmt.Errorf("projection: move aside %s: %w", path, err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return aside, nil
+}
+
+// Healed says what OpenHealing did with a damaged file.
+type Healed struct {
+	MovedTo string // where the damaged file went
+	Reason  string // what Check (or Open) found
+}
+
+// OpenHealing checks the projection file at path and opens it. A damaged
+// file, or one of another layout (ErrSchema), is moved aside (MoveAside) and
+// an empty one is opened in its place: a Projector then rebuilds it from the
+// ledger. healed is nil when the file was sound.
+func OpenHealing(path string, cfg Config) (st *Store, healed *Healed, err error) {
+	reason := ""
+	if err := Check(path); errors.Is(err, ErrDamaged) {
+		reason = err.Error()
+	} else if err != nil {
+		return nil, nil, err
+	}
+	if reason == "" {
+		st, err = Open(path, cfg)
+		if !errors.Is(err, ErrSchema) {
+			return st, nil, err
+		}
+		reason = err.Error()
+	}
+	aside, err := MoveAside(path, cfg.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err = Open(path, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, &Healed{MovedTo: aside, Reason: reason}, nil
+}
+
+// view runs fn in a read transaction. A panic inside it (bbolt meeting a
+// damaged page) is caught: the store is marked damaged (ReadFailure) and the
+// read returns an error wrapping ErrDamaged instead of killing the request.
+func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
+	defer s.caught(&err)
+	return s.db.View(fn)
+}
+
+// update is db.Update for writes outside the fold (snapshots), with its
+// panics turned into errors as view does; a store already found damaged is
+// not written to.
+func (s *Store) update(fn func(tx *bolt.Tx) error) (err error) {
+	if f := s.ReadFailure(); f != "" {
+		return fmt.Errorf("%w: %s", ErrDamaged, f)
+	}
+	defer s.caught(&err)
+	return s.db.Update(fn)
+}
+
+// caught turns a panic of bbolt into an error wrapping ErrDamaged in *err and
+// marks the store damaged. Use it deferred.
+func (s *Store) caught(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	*err = fmt.Errorf("%w: bbolt panicked: %v", ErrDamaged, r)
+	s.mu.Lock()
+	if s.readFailure == "" {
+		s.readFailure = (*err).Error()
+	}
+	s.mu.Unlock()
+}
+
+// ReadFailure returns why a read found the file damaged since it was opened
+// ("" when none did). The file then needs a rebuild: restart serve, which
+// heals it on open, or run turnledger replay.
+func (s *Store) ReadFailure() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readFailure
+}

@@ -1,0 +1,209 @@
+package projection
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
+)
+
+// filledFile writes a projection file of a long scenario, closes it, and
+// returns its path and the scenario.
+func filledFile(t *testing.T) (string, *events) {
+	t.Helper()
+	l := scenario(7, 1500)
+	path := filepath.Join(t.TempDir(), "projections.db")
+	s, err := Open(path, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, s, l.recs)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path, l
+}
+
+// damage functions: each spoils the file at path the way a crash, a bad disk
+// or a stray write might.
+var damages = map[string]func(t *testing.T, path string){
+	"truncated in the middle": func(t *testing.T, path string) {
+		fi, _ := os.Stat(path)
+		if err := os.Truncate(path, fi.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+	},
+	"middle zeroed": func(t *testing.T, path string) { overwrite(t, path, func(n int) []byte { return make([]byte, n) }) },
+	"middle randomised": func(t *testing.T, path string) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		overwrite(t, path, func(n int) []byte {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(rng.UintN(256))
+			}
+			return b
+		})
+	},
+	"all random bytes": func(t *testing.T, path string) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		b := make([]byte, 256<<10)
+		for i := range b {
+			b[i] = byte(rng.UintN(256))
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	},
+	"empty": func(t *testing.T, path string) {
+		if err := os.Truncate(path, 0); err != nil {
+			t.Fatal(err)
+		}
+	},
+	"first meta page zeroed": func(t *testing.T, path string) {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(make([]byte, 4096), 0); err != nil {
+			t.Fatal(err)
+		}
+		// and the second's checksum spoiled
+		if _, err := f.WriteAt([]byte{1, 2, 3}, 4096+16+8); err != nil {
+			t.Fatal(err)
+		}
+	},
+}
+
+// overwrite replaces the middle third of the file (past the meta pages)
+// with fill's bytes.
+func overwrite(t *testing.T, path string, fill func(n int) []byte) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	off, n := fi.Size()/3, int(fi.Size()/3)
+	if _, err := f.WriteAt(fill(n), off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCheckFindsDamageAndOpenHealingRebuilds(t *testing.T) {
+	for name, damage := range damages {
+		t.Run(name, func(t *testing.T) {
+			path, l := filledFile(t)
+			if err := Check(path); err != nil {
+				t.Fatalf("Check(sound file) = %v, want nil", err)
+			}
+			damage(t, path)
+			err := Check(path)
+			if !errors.Is(err, ErrDamaged) {
+				t.Fatalf("Check(damaged file) = %v, want ErrDamaged", err)
+			}
+			s, healed, err := OpenHealing(path, testConfig())
+			if err != nil {
+				t.Fatalf("OpenHealing = %v", err)
+			}
+			defer s.Close()
+			if healed == nil || !strings.HasPrefix(healed.MovedTo, path+".damaged-") || healed.Reason == "" {
+				t.Fatalf("OpenHealing healed = %+v, want the file moved aside with a reason", healed)
+			}
+			if _, err := os.Stat(healed.MovedTo); err != nil {
+				t.Errorf("moved-aside file: %v", err)
+			}
+			if s.Checkpoint() != 0 {
+				t.Errorf("healed store checkpoint = %d, want 0 (to be rebuilt)", s.Checkpoint())
+			}
+			mustApply(t, s, l.recs)
+			if diff := cmp.Diff(mustDump(t, applied(t, l)), mustDump(t, s)); diff != "" {
+				t.Errorf("rebuilt store differs from a fresh fold (-fresh +rebuilt):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestOpenHealingKeepsASoundFile(t *testing.T) {
+	path, l := filledFile(t)
+	s, healed, err := OpenHealing(path, testConfig())
+	if err != nil || healed != nil {
+		t.Fatalf("OpenHealing(sound) = %+v, %v; want no healing", healed, err)
+	}
+	defer s.Close()
+	if s.Checkpoint() != l.recs[len(l.recs)-1].Seq {
+		t.Errorf("checkpoint = %d, want %d", s.Checkpoint(), l.recs[len(l.recs)-1].Seq)
+	}
+	if err := Check(filepath.Join(t.TempDir(), "missing.db")); err != nil {
+		t.Errorf("Check(missing file) = %v, want nil (a new file is made)", err)
+	}
+}
+
+func TestOpenHealingMovesAsideAnotherSchema(t *testing.T) {
+	s, path := openStore(t)
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktMeta).Put(keySchema, putU64(SchemaVersion+1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2, healed, err := OpenHealing(path, testConfig())
+	if err != nil || healed == nil {
+		t.Fatalf("OpenHealing(other schema) = %+v, %v; want it moved aside", healed, err)
+	}
+	s2.Close()
+}
+
+// TestReadOfDamagedPageFailsTheStore: damage under a running store makes a
+// read fail with ErrDamaged (not a panic) and marks the store.
+func TestReadOfDamagedPageFailsTheStore(t *testing.T) {
+	path, _ := filledFile(t)
+	s, err := Open(path, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.ReadFailure() != "" {
+		t.Fatalf("ReadFailure of a sound store = %q", s.ReadFailure())
+	}
+	damages["middle zeroed"](t, path)
+	var failed error
+	for _, read := range []func() error{
+		func() error { _, err := s.Turns(proj, TurnFilter{}, MaxLimit); return err },
+		func() error { _, err := s.ProjectFeed(proj, 0, MaxLimit); return err },
+		func() error { _, err := s.Dump(); return err },
+	} {
+		if err := read(); err != nil {
+			failed = err
+		}
+	}
+	if !errors.Is(failed, ErrDamaged) {
+		t.Fatalf("reads over zeroed pages = %v, want ErrDamaged", failed)
+	}
+	if s.ReadFailure() == "" {
+		t.Errorf("ReadFailure() = \"\" after a damaged read, want the reason")
+	}
+}
+
+func TestLockedAsksTheLock(t *testing.T) {
+	s, path := openStore(t)
+	if locked, err := Locked(path); err != nil || !locked {
+		t.Errorf("Locked(open file) = %v, %v; want true", locked, err)
+	}
+	s.Close()
+	if locked, err := Locked(path); err != nil || locked {
+		t.Errorf("Locked(closed file) = %v, %v; want false", locked, err)
+	}
+	if locked, err := Locked(path + ".missing"); err != nil || locked {
+		t.Errorf("Locked(missing file) = %v, %v; want false", locked, err)
+	}
+}
