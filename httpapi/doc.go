@@ -21,9 +21,12 @@
 //     ledger_seq. Refusals come back as *kernel.Error.
 //  4. Wait for the fold. Before answering, the handler waits (Server.wait,
 //     bounded by Config.WaitTimeout, 503 after it) until the projections
-//     have reached that ledger_seq, so a client reads its own writes. A
-//     read (GET) first waits for the project's last ledger_seq the engine
-//     knows (caughtUp), so it sees every earlier write through any instance.
+//     have reached that ledger_seq, so a client reads its own writes. The
+//     Turn commands and records answer as soon as the batch holding their
+//     event is folded, before its commit (Server.turnAt, waitFolded:
+//     projection.Store.TurnAt and WaitFolded). A read (GET) first waits for
+//     the commit of the project's last ledger_seq the engine knows
+//     (caughtUp), so it sees every earlier write through any instance.
 //  5. Read. The answer is read from the projection store, after the read
 //     policy's check (kernel.AuthorizeRead, kernel.CanReadTurn; Turn lists
 //     are narrowed to the caller's readable Turns by the same policy).

@@ -313,6 +313,31 @@ func (s *Server) wait(ctx context.Context, seq uint64) error {
 	return nil
 }
 
+// waitFolded is wait for the answer of a command that shows nothing of the
+// projections: the batch of seq folded is enough (projection.Store.WaitFolded),
+// since every read waits for the commit of what the engine has folded.
+func (s *Server) waitFolded(ctx context.Context, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	defer cancel()
+	if err := s.store.WaitFolded(ctx, seq); err != nil {
+		return &statusError{kind: errUnavailable, msg: fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq), retryAfter: time.Second}
+	}
+	return nil
+}
+
+// turnAt is wait and a read of the Turn a command changed at seq, for the
+// command's answer: it answers once seq is folded, without waiting for the
+// commit of its batch (projection.Store.TurnAt).
+func (s *Server) turnAt(ctx context.Context, project, turnID string, seq uint64) (projection.TurnView, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	defer cancel()
+	v, err := s.store.TurnAt(ctx, project, turnID, seq)
+	if err != nil && ctx.Err() != nil || errors.Is(err, projection.ErrClosed) {
+		return v, &statusError{kind: errUnavailable, msg: fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq), retryAfter: time.Second}
+	}
+	return v, err
+}
+
 func (s *Server) ok(w http.ResponseWriter, v any) error {
 	jsonhttp.Write(w, http.StatusOK, v)
 	return nil

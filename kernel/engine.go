@@ -113,9 +113,11 @@ type Engine struct {
 
 type slot struct {
 	id     string
-	mu     sync.Mutex
+	mu     sync.RWMutex // read: decisions that change nothing (authentication, read policy); write: the rest
 	p      *Project
-	loaded atomic.Bool // set once, under mu, when p has been folded
+	loaded atomic.Bool  // set once, under mu, when p has been folded
+	probe  lastSeqProbe // look-ups of the project's last ledger_seq, outside mu
+	auth   authState    // what Authenticate reads, without mu (authview.go)
 
 	// loading is closed when the load under way ends (nil when none runs);
 	// loadErr is that load's error. Both are guarded by Engine.mu.
@@ -157,8 +159,33 @@ func (e *Engine) Projects() []string {
 
 // with runs fn on the project's caught-up state under its lock.
 func (e *Engine) with(ctx context.Context, project string, fresh bool, fn func(*Project) error) error {
+	return e.do(ctx, project, fresh, false, fn)
+}
+
+// read is with for an fn that changes nothing: it shares the project's
+// lock with other reads when the state needs no catching up, so that
+// authentication and read checks do not queue behind one another, only
+// behind the commands that change the state.
+func (e *Engine) read(ctx context.Context, project string, fresh bool, fn func(*Project) error) error {
+	return e.do(ctx, project, fresh, true, fn)
+}
+
+func (e *Engine) do(ctx context.Context, project string, fresh, readOnly bool, fn func(*Project) error) error {
+	s, last, err := e.slotAt(ctx, project, fresh)
+	if err != nil {
+		return err
+	}
+	return e.doOn(ctx, s, project, last, readOnly, fn)
+}
+
+// slotAt returns the project's slot and, when fresh, its last ledger_seq as
+// read after the call began: the state must be folded at least that far.
+// The look-up is made before taking the project's lock (and shared by the
+// calls waiting at the same time), so that it does not hold up the
+// project's appends.
+func (e *Engine) slotAt(ctx context.Context, project string, fresh bool) (*slot, uint64, error) {
 	if !ValidID(project) {
-		return invalid("project id %q must be 1 to 128 letters, digits, '_' or '-'", project)
+		return nil, 0, invalid("project id %q must be 1 to 128 letters, digits, '_' or '-'", project)
 	}
 	e.mu.Lock()
 	s := e.projects[project]
@@ -168,14 +195,36 @@ func (e *Engine) with(ctx context.Context, project string, fresh bool, fn func(*
 	}
 	e.mu.Unlock()
 	if err := e.awaitLoad(ctx, s, e.cfg.LoadWait); err != nil {
-		return err
+		return nil, 0, err
+	}
+	var last uint64
+	if fresh {
+		var err error
+		if last, err = s.probe.get(ctx, func(ctx context.Context) (uint64, error) { return e.ledger.LastSeq(ctx, project) }); err != nil {
+			return nil, 0, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", project, err)
+		}
+	}
+	return s, last, nil
+}
+
+// doOn runs fn on the slot's state folded at least up to last.
+func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64, readOnly bool, fn func(*Project) error) error {
+	if readOnly {
+		s.mu.RLock()
+		if s.loaded.Load() && last <= s.p.Seq && s.p.Seq > 0 {
+			defer s.mu.RUnlock()
+			return fn(s.p)
+		}
+		s.mu.RUnlock() // the state needs folding first (or forgetting): see below
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if fresh {
-		if _, err := e.behind(ctx, s.p); err != nil {
+	defer s.auth.publish(s.p) // after fn's changes, still under the lock
+	if !s.loaded.Load() || last > s.p.Seq {
+		if err := e.catchUp(ctx, s.p); err != nil {
 			return err
 		}
+		s.loaded.Store(true)
 	}
 	err := fn(s.p)
 	if s.p.Seq == 0 {
@@ -285,14 +334,14 @@ func (e *Engine) Execute(ctx context.Context, project string, cmd Command) (uint
 // View runs fn on the project's state, caught up with the ledger first, under
 // the project's lock. fn must not keep p.
 func (e *Engine) View(ctx context.Context, project string, fn func(p *Project) error) error {
-	return e.with(ctx, project, true, fn)
+	return e.read(ctx, project, true, fn)
 }
 
 // ViewFolded runs fn on the project's state as the engine has folded it,
 // without asking the ledger whether it moved on: for a decision made right
 // after Authenticate or View, which have just caught up. fn must not keep p.
 func (e *Engine) ViewFolded(ctx context.Context, project string, fn func(p *Project) error) error {
-	return e.with(ctx, project, false, fn)
+	return e.read(ctx, project, false, fn)
 }
 
 // Folded returns the ledger_seq of the last event of the project the engine
@@ -305,8 +354,8 @@ func (e *Engine) Folded(project string) uint64 {
 	if s == nil {
 		return 0
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return s.p.Seq
 }
 
@@ -317,10 +366,19 @@ func (e *Engine) Authenticate(ctx context.Context, project, agentID, token strin
 	if !ValidID(agentID) {
 		return Caller{}, Errorf(Unauthorized, "X-Svc-Agent-Id must be a valid agent id")
 	}
+	hash := HashSecret(token)
+	s, last, err := e.slotAt(ctx, project, true)
+	if err != nil {
+		return Caller{}, err
+	}
+	if p, ok := s.auth.current(last); ok {
+		// The published view holds every event up to last: no lock needed.
+		return Authenticate(p, agentID, hash, e.cfg.Now())
+	}
 	var c Caller
-	err := e.with(ctx, project, true, func(p *Project) error {
+	err = e.doOn(ctx, s, project, last, true, func(p *Project) error {
 		var err error
-		c, err = Authenticate(p, agentID, HashSecret(token), e.cfg.Now())
+		c, err = Authenticate(p, agentID, hash, e.cfg.Now())
 		return err
 	})
 	return c, err

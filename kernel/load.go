@@ -66,6 +66,7 @@ func (e *Engine) load(s *slot, done chan struct{}) {
 	err := e.fold(s)
 	if err == nil {
 		s.loaded.Store(true)
+		s.auth.publish(s.p)
 	}
 	s.mu.Unlock()
 	e.mu.Lock()

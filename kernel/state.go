@@ -35,6 +35,7 @@ type Project struct {
 	strs         map[string]string // interned strings of slim Turns (snapshot.go)
 	done         map[string][]byte // the finished Turns, packed (packed.go)
 	idem         idemMemory        // recent idempotency keys (idempotency.go)
+	authChanges  uint64            // events folded that changed Agents or Credentials (the engine's auth view, authview.go)
 }
 
 // queued is one entry of an agent's queue, ordered by the ledger_seq of the
@@ -81,11 +82,13 @@ func Evolve(p *Project, r Recorded) {
 		p.Seq = r.Seq
 	}
 	if id, ok := AgentOf(e); ok {
+		p.authChanges++
 		if a := EvolveAgent(p.Agents[id], r); a != nil {
 			p.Agents[id] = a
 		}
 	}
 	if id, ok := CredentialOf(e); ok {
+		p.authChanges++
 		if c := EvolveCredential(p.Credentials[id], r); c != nil {
 			p.Credentials[id] = c
 		}

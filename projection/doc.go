@@ -31,7 +31,10 @@
 //     the Source's promise, not something the store can check.
 //
 // [Store.WaitFor] returns once the checkpoint reaches a ledger_seq; it waits
-// on a channel that every Apply closes, not by polling. A [Projector] runs a
+// on a channel that every Apply closes, not by polling. [Store.WaitFolded]
+// and [Store.TurnAt] return once a batch is folded, before its commit, for
+// the answers of commands (overlay.go); recent Turn records stay decoded
+// between batches (turncache.go). A [Projector] runs a
 // [Source] from the checkpoint and applies each batch; when following fails
 // it records the error in its [Status], waits Config.RetryInterval, and
 // follows again from the checkpoint. [Rebuild] folds the ledger from

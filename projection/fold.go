@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"encoding/json"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -18,17 +19,19 @@ type folder struct {
 	// they are encoded once, by flush, however many events of the batch
 	// change them.
 	turnCache map[string]*turnRecord
+	recent    *recentTurns      // records committed by earlier batches (turncache.go)
+	rows      map[string][]byte // the Turn rows flush wrote, encoded, by key
 
 	// item is the feed item of the event being folded when it was encoded
 	// beforehand (a rebuild encodes them on other cores), else nil.
 	item []byte
 }
 
-func newFolder(tx *bolt.Tx) *folder {
+func newFolder(tx *bolt.Tx, recent *recentTurns) *folder {
 	for _, name := range appendOnly {
 		tx.Bucket(name).FillPercent = appendFill
 	}
-	return &folder{tx: tx, turnCache: map[string]*turnRecord{}}
+	return &folder{tx: tx, turnCache: map[string]*turnRecord{}, recent: recent}
 }
 
 // appendOnly are the buckets whose keys end in a ledger_seq (or dispatch
@@ -48,6 +51,10 @@ func (f *folder) turn(tk []byte) (*turnRecord, error) {
 	if rec, ok := f.turnCache[string(tk)]; ok {
 		return rec, nil
 	}
+	if rec, ok := f.recent.take(string(tk)); ok {
+		f.turnCache[string(tk)] = rec
+		return rec, nil
+	}
 	var rec turnRecord
 	found, err := getJSON(f.tx.Bucket(bktTurns), tk, &rec)
 	if err != nil || !found {
@@ -59,10 +66,16 @@ func (f *folder) turn(tk []byte) (*turnRecord, error) {
 
 // flush writes the Turn records changed in this transaction.
 func (f *folder) flush() error {
+	f.rows = make(map[string][]byte, len(f.turnCache))
 	for k, rec := range f.turnCache {
-		if err := putJSON(f.tx.Bucket(bktTurns), []byte(k), rec); err != nil {
+		buf, err := json.Marshal(rec)
+		if err != nil {
 			return err
 		}
+		if err := f.tx.Bucket(bktTurns).Put([]byte(k), buf); err != nil {
+			return err
+		}
+		f.rows[k] = buf // bbolt keeps buf until the commit; nobody changes it after
 	}
 	return nil
 }

@@ -81,7 +81,8 @@ func (c Config) Validate() error {
 
 // Store is the bbolt file of every read model and its checkpoint.
 type Store struct {
-	notes notifier // the watches of long polls and event streams (notify.go)
+	notes  notifier    // the watches of long polls and event streams (notify.go)
+	recent recentTurns // Turn records of recent batches, decoded (turncache.go)
 
 	db  *bolt.DB
 	cfg Config
@@ -91,6 +92,16 @@ type Store struct {
 	changed     chan struct{} // closed and replaced on every checkpoint advance
 	closed      bool
 	readFailure string // why a read found the file damaged (heal.go)
+
+	// folded is the ledger_seq folded, committed or not (>= checkpoint);
+	// overlay holds the encoded Turn rows of the batch being committed, by
+	// Turn key; foldedCh is closed and replaced when folded advances
+	// (overlay.go).
+	folded   uint64
+	overlay  map[string][]byte
+	foldedCh chan struct{}
+
+	beforeCommit func() error // tests: runs between publishFolded and the commit
 }
 
 // Open opens (creating when missing) the projection file at path.
@@ -125,7 +136,7 @@ func Open(path string, cfg Config) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("projection: open %s: %w", path, err)
 	}
-	return &Store{db: db, cfg: cfg, checkpoint: cp, changed: make(chan struct{})}, nil
+	return &Store{db: db, cfg: cfg, checkpoint: cp, changed: make(chan struct{}), folded: cp, foldedCh: make(chan struct{})}, nil
 }
 
 // Close closes the file and wakes every WaitFor with ErrClosed.
@@ -137,6 +148,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	close(s.changed)
+	close(s.foldedCh)
 	s.mu.Unlock()
 	s.notes.close()
 	return s.db.Close()
@@ -193,8 +205,10 @@ func (s *Store) apply(batch []kernel.Recorded, items [][]byte) (err error) {
 		return ErrClosed
 	}
 	var last uint64
+	var folded map[string]*turnRecord
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		f := newFolder(tx)
+		f := newFolder(tx, &s.recent)
+		folded = f.turnCache
 		cp := getU64(f.tx.Bucket(bktMeta).Get(keyCheckpoint))
 		prev := cp
 		for i, r := range batch {
@@ -219,15 +233,27 @@ func (s *Store) apply(batch []kernel.Recorded, items [][]byte) (err error) {
 			return err
 		}
 		last = prev
-		return f.tx.Bucket(bktMeta).Put(keyCheckpoint, putU64(prev))
+		if err := f.tx.Bucket(bktMeta).Put(keyCheckpoint, putU64(prev)); err != nil {
+			return err
+		}
+		s.publishFolded(prev, f.rows) // answers may show the batch's Turns now (overlay.go)
+		if s.beforeCommit != nil {
+			return s.beforeCommit()
+		}
+		return nil
 	})
 	if err != nil {
-		return err
+		s.mu.Lock()
+		s.overlay, s.folded = nil, s.checkpoint
+		s.mu.Unlock()
+		return err // the Turn records taken from s.recent are dropped with the batch
 	}
+	s.recent.committed(folded)
 	if last == 0 {
 		return nil
 	}
 	s.mu.Lock()
+	s.overlay = nil
 	if last > s.checkpoint && !s.closed {
 		s.checkpoint = last
 		close(s.changed)

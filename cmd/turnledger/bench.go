@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -31,18 +33,20 @@ import (
 
 // benchConfig is `turnledger bench`'s flags.
 type benchConfig struct {
-	Scenario   string
-	URL        string
-	AdminToken string
-	NATSURL    string
-	Agents     int
-	Requesters int
-	Projects   int
-	Duration   time.Duration
-	Rate       float64
-	Events     int
-	Data       string
-	JSON       bool
+	Scenario     string
+	URL          string
+	AdminToken   string
+	NATSURL      string
+	Agents       int
+	Requesters   int
+	Projects     int
+	Duration     time.Duration
+	Rate         float64
+	Events       int
+	Data         string
+	JSON         bool
+	CPUProfile   string // a pprof CPU profile of the whole run, server and load generator
+	MutexProfile string // a pprof profile of the time spent waiting for locks
 }
 
 const benchUsage = `Usage: turnledger bench [flags]
@@ -90,6 +94,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Events, "events", cfg.Events, "feed, replay, start: events in the ledger")
 	fs.StringVar(&cfg.Data, "data", "", "feed, replay, start: data directory to make the ledger in (default: a temporary one); an existing one with at least --events is reused")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the result as JSON")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the run (server and load generator) to this file, for go tool pprof")
+	fs.StringVar(&cfg.MutexProfile, "mutexprofile", "", "write a profile of lock contention during the run to this file, for go tool pprof")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, benchUsage)
 		fs.PrintDefaults()
@@ -108,6 +114,29 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if cfg.URL != "" && cfg.AdminToken == "" {
 		cfg.AdminToken = os.Getenv("TURNLEDGER_ADMIN_TOKEN")
+	}
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if cfg.MutexProfile != "" {
+		f, err := os.Create(cfg.MutexProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		prev := runtime.SetMutexProfileFraction(1)
+		defer func() {
+			pprof.Lookup("mutex").WriteTo(f, 0)
+			runtime.SetMutexProfileFraction(prev)
+		}()
 	}
 	b := &bench{cfg: cfg, stderr: stderr, progress: isTerminal(stderr)}
 	var res *benchResult

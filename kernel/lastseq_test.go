@@ -1,0 +1,109 @@
+package kernel
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/turnledger/turnledger/internal/checkfor"
+)
+
+// A call that arrives while a look-up is in flight gets the answer of a
+// look-up that started after it: an event written before the call is never
+// missed, however the look-ups are shared.
+func TestLastSeqProbeNeverAnswersFromAnEarlierLookUp(t *testing.T) {
+	var (
+		q       lastSeqProbe
+		head    atomic.Uint64 // the "ledger's" last ledger_seq
+		fetches atomic.Int32
+		release = make(chan struct{})
+	)
+	head.Store(1)
+	fetch := func(context.Context) (uint64, error) {
+		n := fetches.Add(1)
+		v := head.Load()
+		if n == 1 {
+			<-release // the first look-up has read 1 and is still in flight
+		}
+		return v, nil
+	}
+	first := make(chan uint64)
+	go func() {
+		v, _ := q.get(context.Background(), fetch)
+		first <- v
+	}()
+	checkfor.Until(t, 5*time.Second, "the first look-up to start", func() bool { return fetches.Load() == 1 })
+
+	head.Store(2) // an event acknowledged before the next calls arrive
+	var wg sync.WaitGroup
+	got := make([]uint64, 3)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], _ = q.get(context.Background(), fetch)
+		}()
+	}
+	checkfor.Until(t, 5*time.Second, "a look-up to be queued", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.next != nil
+	})
+	close(release)
+	wg.Wait()
+	if v := <-first; v != 1 {
+		t.Errorf("first call = %d, want 1", v)
+	}
+	for i, v := range got {
+		if v != 2 {
+			t.Errorf("call %d after the write = %d, want 2", i, v)
+		}
+	}
+	if n := fetches.Load(); n < 2 || n > 4 {
+		t.Errorf("look-ups = %d, want 2 to 4", n)
+	}
+}
+
+// The request whose call runs a shared look-up may go away; the others still
+// get the answer.
+func TestLastSeqProbeOutlivesTheCallerThatRunsIt(t *testing.T) {
+	var q lastSeqProbe
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	fetch := func(ctx context.Context) (uint64, error) {
+		started <- struct{}{}
+		<-release
+		return 7, ctx.Err()
+	}
+	go q.get(context.Background(), fetch) // in flight: the next call queues behind it
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error)
+	go func() { // queues the next look-up, run on its behalf
+		_, err := q.get(ctx, fetch)
+		gone <- err
+	}()
+	checkfor.Until(t, 5*time.Second, "a look-up to be queued", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.next != nil
+	})
+	other := make(chan uint64)
+	go func() {
+		v, err := q.get(context.Background(), fetch)
+		if err != nil {
+			t.Errorf("get = %v", err)
+		}
+		other <- v
+	}()
+	cancel()
+	if err := <-gone; err == nil {
+		t.Errorf("get with a cancelled context = nil error, want one")
+	}
+	close(release)
+	if v := <-other; v != 7 {
+		t.Errorf("get = %d, want 7", v)
+	}
+}

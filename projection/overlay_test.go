@@ -1,0 +1,86 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// A command's answer may show its Turn (TurnAt), or return (WaitFolded),
+// once the batch is folded, before the batch's commit; everything else waits
+// for the commit; a failed commit takes the answer back until the batch is
+// folded again.
+func TestTurnAtAnswersBeforeTheCommit(t *testing.T) {
+	l := newEvents()
+	l.register("w", "worker", 1)
+	l.register("r", "lead", 1)
+	l.dispatch("t1", "w", "r", "code")
+	l.dispatch("t2", "w", "r", "code")
+	s, _ := openStore(t)
+	mustApply(t, s, l.recs)
+	committed := l.seq
+	t2, err := s.Turn(proj, "t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	claim := l.claim("t1", "w", "c1")
+	folded := make(chan struct{})
+	release := make(chan error)
+	s.beforeCommit = func() error {
+		close(folded)
+		return <-release
+	}
+	applied := make(chan error)
+	go func() { applied <- s.Apply(l.recs[committed:]) }()
+	<-folded
+
+	v, err := s.TurnAt(t.Context(), proj, "t1", claim.Seq)
+	if err != nil || v.State != "claimed" {
+		t.Fatalf("TurnAt(t1, %d) before the commit = state %q, %v; want claimed", claim.Seq, v.State, err)
+	}
+	if cp := s.Checkpoint(); cp != committed {
+		t.Fatalf("Checkpoint() while the batch commits = %d, want %d", cp, committed)
+	}
+	if v, err := s.TurnAt(t.Context(), proj, "t2", claim.Seq); err != nil || !cmp.Equal(v, t2) {
+		t.Errorf("TurnAt(t2, %d) of a Turn the batch left alone = %+v, %v; want the committed %+v", claim.Seq, v, err, t2)
+	}
+	if err := s.WaitFolded(t.Context(), claim.Seq); err != nil {
+		t.Errorf("WaitFolded(%d) before the commit = %v, want nil", claim.Seq, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := s.WaitFor(ctx, claim.Seq); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitFor(%d) before the commit = %v, want it to wait", claim.Seq, err)
+	}
+
+	// The commit fails: the answer is taken back.
+	release <- errors.New("disk full")
+	if err := <-applied; err == nil {
+		t.Fatal("Apply with a failing commit = nil, want its error")
+	}
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel2()
+	if _, err := s.TurnAt(ctx2, proj, "t1", claim.Seq); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("TurnAt(t1, %d) after the failed commit = %v, want it to wait", claim.Seq, err)
+	}
+	ctx3, cancel3 := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel3()
+	if err := s.WaitFolded(ctx3, claim.Seq); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitFolded(%d) after the failed commit = %v, want it to wait", claim.Seq, err)
+	}
+
+	// Folded and committed again: both agree.
+	s.beforeCommit = nil
+	mustApply(t, s, l.recs[committed:])
+	v, err = s.TurnAt(t.Context(), proj, "t1", claim.Seq)
+	if err != nil || v.State != "claimed" {
+		t.Fatalf("TurnAt(t1, %d) after the commit = state %q, %v; want claimed", claim.Seq, v.State, err)
+	}
+	if w, err := s.Turn(proj, "t1"); err != nil || !cmp.Equal(v, w) {
+		t.Errorf("TurnAt(t1) = %+v, Turn(t1) = %+v, %v; want them equal", v, w, err)
+	}
+}
