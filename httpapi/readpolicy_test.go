@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -69,6 +70,35 @@ func TestChildTurnListedForExactlyItsReaders(t *testing.T) {
 		}
 		if diff := cmp.Diff(want[who.agent], gettable); diff != "" {
 			t.Errorf("%s: Turns it may GET (-want +got):\n%s", who.agent, diff)
+		}
+		// The lineage of every Turn of the tree it may read lists exactly
+		// the Turns of the tree it may GET, in tree order.
+		var tree []string
+		for _, name := range []string{"root", "child", "grandchild"} {
+			if slices.Contains(gettable, name) {
+				tree = append(tree, name)
+			}
+		}
+		for _, id := range []string{root.TurnID, kid.TurnID, grandkid.TurnID} {
+			if !slices.Contains(gettable, turns[id]) {
+				if r := e.do(who, "GET", "/v3r1/projects/p1/projection/turns/"+id+"/lineage", nil); r.status != 403 {
+					t.Errorf("%s: lineage of %s = %d %s, want 403", who.agent, turns[id], r.status, r.body)
+				}
+				continue
+			}
+			var lin struct {
+				Items []struct {
+					TurnID string `json:"turn_id"`
+				} `json:"items"`
+			}
+			e.must(who, "GET", "/v3r1/projects/p1/projection/turns/"+id+"/lineage", nil, 200).decode(t, &lin)
+			got := []string{}
+			for _, it := range lin.Items {
+				got = append(got, turns[it.TurnID])
+			}
+			if diff := cmp.Diff(tree, got); diff != "" {
+				t.Errorf("%s: lineage of %s differs from the tree's Turns it may GET (-get +lineage):\n%s", who.agent, turns[id], diff)
+			}
 		}
 	}
 }

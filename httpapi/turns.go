@@ -41,10 +41,7 @@ func (s *Server) dispatch(w http.ResponseWriter, c *call) error {
 
 // turnAfter answers with the Turn snapshot once the projections reached seq.
 func (s *Server) turnAfter(w http.ResponseWriter, c *call, seq uint64, turnID string) error {
-	if err := s.wait(c.ctx, seq); err != nil {
-		return err
-	}
-	v, err := s.store.Turn(c.project, turnID)
+	v, err := s.turnAt(c.ctx, c.project, turnID, seq)
 	if err != nil {
 		return err
 	}
@@ -207,10 +204,7 @@ func (s *Server) claim(w http.ResponseWriter, c *call) error {
 	if res == nil {
 		return s.ok(w, nil)
 	}
-	if err := s.wait(c.ctx, seq); err != nil {
-		return err
-	}
-	v, err := s.store.Turn(c.project, res.TurnID)
+	v, err := s.turnAt(c.ctx, c.project, res.TurnID, seq)
 	if err != nil {
 		return err
 	}
@@ -278,7 +272,7 @@ func (s *Server) appendRecord(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	if err := s.wait(c.ctx, res.Seq); err != nil {
+	if err := s.waitFolded(c.ctx, res.Seq); err != nil {
 		return err
 	}
 	return s.ok(w, recordResult{ProjectID: c.project, TurnID: id, TurnSeq: res.TurnSeq, StopRequested: res.StopRequested, LedgerSeq: res.Seq})
@@ -414,7 +408,17 @@ func (s *Server) lineage(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	items, err := s.store.Lineage(c.project, id, limit)
+	visibleTo := "" // the Turns of the tree the caller may read, as in the Turn list
+	err = s.engine.ViewFolded(c.ctx, c.project, func(p *kernel.Project) error {
+		if !kernel.CanReadAll(p, c.caller) {
+			visibleTo = c.caller.AgentID
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	items, err := s.store.Lineage(c.project, id, limit, visibleTo)
 	if err != nil {
 		return err
 	}

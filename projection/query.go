@@ -161,7 +161,7 @@ func (f TurnFilter) match(rec turnRecord) bool {
 		f.State != "" && v.State != f.State,
 		f.Outcome != "" && (v.Outcome == nil || *v.Outcome != f.Outcome),
 		f.StopRequestedOnly && !v.StopRequested,
-		f.VisibleTo != "" && !slices.Contains(rec.Readers, f.VisibleTo):
+		!visible(rec, f.VisibleTo):
 		return false
 	}
 	return true
@@ -169,8 +169,11 @@ func (f TurnFilter) match(rec turnRecord) bool {
 
 // Lineage returns the ancestors of a Turn from its root down, the Turn
 // itself, then its descendants breadth first in dispatch order, at most limit
-// items. ErrNotFound when the Turn is unknown.
-func (s *Store) Lineage(project, turnID string, limit int) ([]LineageItem, error) {
+// items. ErrNotFound when the Turn is unknown. With visibleTo set, only the
+// Turns that agent may read (kernel.TurnReaders, as for the Turn list) are
+// listed; the walk still goes through the others, so a Turn the agent may
+// read under one it may not is listed.
+func (s *Store) Lineage(project, turnID string, limit int, visibleTo string) ([]LineageItem, error) {
 	limit = clampLimit(limit)
 	out := []LineageItem{}
 	err := s.view(func(tx *bolt.Tx) error {
@@ -189,16 +192,20 @@ func (s *Store) Lineage(project, turnID string, limit int) ([]LineageItem, error
 			} else if err != nil {
 				return err
 			}
-			ancestors = append(ancestors, lineageItem(rec.View, RelationAncestor))
+			if visible(rec, visibleTo) {
+				ancestors = append(ancestors, lineageItem(rec.View, RelationAncestor))
+			}
 			cur = rec.View
 		}
 		slices.Reverse(ancestors)
 		out = append(out, ancestors...)
 		out = append(out, lineageItem(self.View, RelationSelf))
 		c := tx.Bucket(bktChildren).Cursor()
-		for queue := []string{turnID}; len(queue) > 0 && len(out) < limit; queue = queue[1:] {
+		budget := scanBudget(limit) // descendants examined at most, listed or not
+		for queue := []string{turnID}; len(queue) > 0 && len(out) < limit && budget > 0; queue = queue[1:] {
 			prefix := key(project, queue[0])
-			for k, id := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, id = c.Next() {
+			for k, id := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit && budget > 0; k, id = c.Next() {
+				budget--
 				child := string(id)
 				if seen[child] {
 					continue
@@ -208,7 +215,9 @@ func (s *Store) Lineage(project, turnID string, limit int) ([]LineageItem, error
 				if err != nil {
 					return err
 				}
-				out = append(out, lineageItem(rec.View, RelationDescendant))
+				if visible(rec, visibleTo) {
+					out = append(out, lineageItem(rec.View, RelationDescendant))
+				}
 				queue = append(queue, child)
 			}
 		}
@@ -218,6 +227,12 @@ func (s *Store) Lineage(project, turnID string, limit int) ([]LineageItem, error
 		out = out[:limit]
 	}
 	return out, err
+}
+
+// visible reports whether the agent visibleTo may read the Turn of rec ("":
+// any caller the route already let through).
+func visible(rec turnRecord, visibleTo string) bool {
+	return visibleTo == "" || slices.Contains(rec.Readers, visibleTo)
 }
 
 func lineageItem(v TurnView, rel string) LineageItem {

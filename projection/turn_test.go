@@ -150,7 +150,7 @@ func TestTurnNotFound(t *testing.T) {
 		if _, err := s.TurnFeed(proj, id, 0, 10); !errors.Is(err, ErrNotFound) {
 			t.Errorf("TurnFeed(%q) = %v, want ErrNotFound", id, err)
 		}
-		if _, err := s.Lineage(proj, id, 10); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Lineage(proj, id, 10, ""); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Lineage(%q) = %v, want ErrNotFound", id, err)
 		}
 	}
@@ -336,7 +336,7 @@ func TestLineage(t *testing.T) {
 		{"other", 500, []LineageItem{item("other", "", 0, RelationSelf, "plan", "a")}},
 	}
 	for _, tt := range tests {
-		got, err := s.Lineage(proj, tt.turn, tt.limit)
+		got, err := s.Lineage(proj, tt.turn, tt.limit, "")
 		if err != nil {
 			t.Fatalf("Lineage(%s, %d) = %v", tt.turn, tt.limit, err)
 		}
