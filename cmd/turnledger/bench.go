@@ -45,8 +45,9 @@ type benchConfig struct {
 	Events       int
 	Data         string
 	JSON         bool
-	CPUProfile   string // a pprof CPU profile of the whole run, server and load generator
-	MutexProfile string // a pprof profile of the time spent waiting for locks
+	Sync         ledger.Sync // durability of the in-process serve's embedded NATS (--sync)
+	CPUProfile   string      // a pprof CPU profile of the whole run, server and load generator
+	MutexProfile string      // a pprof profile of the time spent waiting for locks
 }
 
 const benchUsage = `Usage: turnledger bench [flags]
@@ -94,6 +95,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Events, "events", cfg.Events, "feed, replay, start: events in the ledger")
 	fs.StringVar(&cfg.Data, "data", "", "feed, replay, start: data directory to make the ledger in (default: a temporary one); an existing one with at least --events is reused")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the result as JSON")
+	fs.Func("sync", "lifecycle without --url: the in-process serve's --sync, always (the default, as serve) or interval", syncFlag(&cfg.Sync))
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the run (server and load generator) to this file, for go tool pprof")
 	fs.StringVar(&cfg.MutexProfile, "mutexprofile", "", "write a profile of lock contention during the run to this file, for go tool pprof")
 	fs.Usage = func() {
@@ -303,6 +305,9 @@ func (b *bench) start(ctx context.Context, dir string) (*target, error) {
 	cfg := defaultServiceConfig()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", dir
 	cfg.AdminToken = "tladm_bench"
+	if b.cfg.Sync != "" {
+		cfg.Sync = b.cfg.Sync
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	s, err := startService(ctx, cfg)
 	if err != nil {
