@@ -45,7 +45,6 @@ type (
 		CredentialID string
 		TokenHash    string
 		ExpiresAt    time.Time
-		Via          string
 	}
 	// RevokeCredential revokes a credential; revoking a revoked one does nothing.
 	RevokeCredential struct {

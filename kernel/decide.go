@@ -209,7 +209,7 @@ func (d decider) issueCredential(cmd IssueCredential) (*Event, error) {
 		return nil, invalid("a credential must expire after it is issued")
 	}
 	return d.event(EvCredentialIssued, AggCredential, cmd.CredentialID, &CredentialIssued{
-		CredentialID: cmd.CredentialID, AgentID: cmd.AgentID, TokenHash: cmd.TokenHash, ExpiresAt: cmd.ExpiresAt.UTC(), Via: cmd.Via,
+		CredentialID: cmd.CredentialID, AgentID: cmd.AgentID, TokenHash: cmd.TokenHash, ExpiresAt: cmd.ExpiresAt.UTC(), Via: ViaIssue,
 	}), nil
 }
 

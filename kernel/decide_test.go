@@ -43,9 +43,30 @@ func (h *harness) try(cmd Command) ([]Event, error) {
 			h.t.Fatalf("UnmarshalEvent(%s) = %v", ev.Type, err)
 		}
 		h.seq++
+		before := h.work()
 		Evolve(h.p, Recorded{Seq: h.seq, Event: back})
+		// A waiting claim is woken by the events FreesWork names: every
+		// event that queues a Turn for an agent or frees some of its
+		// capacity must be one of them.
+		for id, w := range h.work() {
+			if (w.queued > before[id].queued || w.claims < before[id].claims) && !FreesWork(back.Type) {
+				h.t.Fatalf("%s gave agent %s work (queued %d -> %d, claims %d -> %d) but FreesWork(%q) = false",
+					back.Type, id, before[id].queued, w.queued, before[id].claims, w.claims, back.Type)
+			}
+		}
 	}
 	return events, nil
+}
+
+type agentWork struct{ queued, claims int }
+
+// work returns every agent's queued Turns and live claims.
+func (h *harness) work() map[string]agentWork {
+	out := map[string]agentWork{}
+	for id, a := range h.p.Agents {
+		out[id] = agentWork{queued: h.p.Queued(id), claims: a.ActiveClaims}
+	}
+	return out
 }
 
 func (h *harness) do(cmd Command) []Event {

@@ -304,7 +304,7 @@ func (e *Engine) IssueCredential(ctx context.Context, project string, c Common, 
 	err = e.with(ctx, project, false, func(p *Project) error {
 		var err error
 		out, err = e.issue(ctx, p, IssueCredential{Common: c, AgentID: agentID, CredentialID: cred.CredentialID,
-			TokenHash: HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt, Via: ViaIssue}, cred)
+			TokenHash: HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt}, cred)
 		return err
 	})
 	return out, err

@@ -53,6 +53,19 @@ func FinalTurnSeq(t *Turn, d *TurnFinished) uint64 {
 	return t.TurnSeq + 1
 }
 
+// FreesWork reports whether a Turn event of type typ can make a Turn
+// claimable for its target (a dispatch, a resume, an expired claim released)
+// or free some of the target's capacity (a suspend, a finish, a stop): what a
+// waiting claim must be woken for. Evolve's Turn cases decide it; a new
+// transition that queues a Turn or ends a claim belongs here too.
+func FreesWork(typ string) bool {
+	switch typ {
+	case EvTurnDispatched, EvTurnResumed, EvTurnSuspended, EvTurnFinished, EvTurnStopped, EvTurnClaimExpired:
+		return true
+	}
+	return false
+}
+
 // EvolveTurn is the Turn state machine: it folds one event of a Turn's
 // aggregate into t, which is nil before the Turn's dispatch, and returns the
 // Turn after it (t itself, changed in place, or a new Turn for a dispatch).

@@ -111,7 +111,7 @@ func (n *notifier) raise(s *Store, batch []kernel.Recorded) {
 		case kernel.AggAgent:
 			keys[agentWatchKey(e.ProjectID, e.ID)] = true
 		case kernel.AggTurn:
-			if !freesWork[e.Type] {
+			if !kernel.FreesWork(e.Type) {
 				continue
 			}
 			t := [2]string{e.ProjectID, e.ID}
@@ -133,13 +133,6 @@ func (n *notifier) raise(s *Store, batch []kernel.Recorded) {
 			n.drop(k, w)
 		}
 	}
-}
-
-// freesWork lists the Turn events that can make a Turn claimable for its
-// target or free some of the target's capacity.
-var freesWork = map[string]bool{
-	kernel.EvTurnDispatched: true, kernel.EvTurnResumed: true, kernel.EvTurnSuspended: true,
-	kernel.EvTurnFinished: true, kernel.EvTurnStopped: true, kernel.EvTurnClaimExpired: true,
 }
 
 // close wakes every watch and makes later ones return at once.
