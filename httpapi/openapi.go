@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/turnledger/turnledger/kernel"
 )
 
 // The OpenAPI 3.1 document of every route the Server serves, built once from
@@ -234,7 +236,7 @@ func schemas() m {
 
 		"TurnView": closed(m{
 			"project_id": tStr, "turn_id": tStr, "turn_kind": tStr,
-			"state":             m{"type": "string", "enum": []string{"queued", "claimed", "suspended", "finished"}},
+			"state":             m{"type": "string", "enum": kernel.TurnStates()},
 			"outcome":           nullable(tStr),
 			"stop_requested":    tBool,
 			"stop_requested_at": nullable(tTime),
@@ -356,7 +358,7 @@ func parameters() m {
 		"agent_id_filter":     q("agent_id", "Only this agent.", tID),
 		"target_agent_id":     q("target_agent_id", "Only Turns targeting this agent.", tID),
 		"turn_kind":           q("turn_kind", "Only this Turn kind.", tStr),
-		"state":               q("state", "Only Turns in this state.", m{"type": "string", "enum": []string{"queued", "claimed", "suspended", "finished"}}),
+		"state":               q("state", "Only Turns in this state.", m{"type": "string", "enum": kernel.TurnStates()}),
 		"outcome":             q("outcome", "Only Turns with this outcome.", tStr),
 		"stop_requested_only": q("stop_requested_only", "Only Turns with a stop requested.", flag),
 		"enabled_only":        q("enabled_only", "Only enabled agents.", flag),

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
@@ -352,8 +354,6 @@ func (s *Server) reconcileExpired(w http.ResponseWriter, c *call) error {
 	return s.ok(w, reconcileResult{ProjectID: c.project, Released: ids, LedgerSeq: seq})
 }
 
-var turnStates = map[string]bool{kernel.StateQueued: true, kernel.StateClaimed: true, kernel.StateSuspended: true, kernel.StateFinished: true}
-
 func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
 	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "stop_requested_only", "after_ledger_seq", "limit")
 	if err != nil {
@@ -364,8 +364,8 @@ func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
 		return err
 	}
 	f.TurnKind, f.State, f.Outcome = q.str("turn_kind"), q.str("state"), q.str("outcome")
-	if f.State != "" && !turnStates[f.State] {
-		return kernel.Errorf(kernel.Validation, "state must be one of queued, claimed, suspended, finished; not %q", f.State)
+	if f.State != "" && !slices.Contains(kernel.TurnStates(), f.State) {
+		return kernel.Errorf(kernel.Validation, "state must be one of %s; not %q", strings.Join(kernel.TurnStates(), ", "), f.State)
 	}
 	if f.StopRequestedOnly, err = q.flag("stop_requested_only"); err != nil {
 		return err

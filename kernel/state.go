@@ -13,6 +13,11 @@ const (
 	StateFinished  = "finished"
 )
 
+// TurnStates lists the Turn states in their order of the state table.
+func TurnStates() []string {
+	return []string{StateQueued, StateClaimed, StateSuspended, StateFinished}
+}
+
 // OutcomeStopped is the outcome of a Turn that a stop request ended while no
 // claim held it.
 const OutcomeStopped = "stopped"

@@ -101,7 +101,7 @@ func (f *folder) foldCredential(r kernel.Recorded) error {
 	return putJSON(f.tx.Bucket(bktCreds), ck, c)
 }
 
-// agentView is the public view of an agent's kernel state, with its claims
+// view is the public view of an agent's kernel state, with its claims
 // and presence from the indexes.
 func (r agentReader) view(project string, a *kernel.Agent) AgentView {
 	s := a.Spec
