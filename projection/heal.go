@@ -198,7 +198,8 @@ type Healed struct {
 }
 
 // OpenHealing checks the projection file at path and opens it. A damaged
-// file, or one of another layout (ErrSchema), is moved aside (MoveAside) and
+// file (one left unsynced by a crash of the machine too: durability.go), or
+// one of another layout (ErrSchema), is moved aside (MoveAside) and
 // an empty one is opened in its place: a Projector then rebuilds it from the
 // ledger. healed is nil when the file was sound.
 func OpenHealing(path string, cfg Config) (st *Store, healed *Healed, err error) {
@@ -210,7 +211,7 @@ func OpenHealing(path string, cfg Config) (st *Store, healed *Healed, err error)
 	}
 	if reason == "" {
 		st, err = Open(path, cfg)
-		if !errors.Is(err, ErrSchema) {
+		if !errors.Is(err, ErrSchema) && !errors.Is(err, ErrDamaged) {
 			return st, nil, err
 		}
 		reason = err.Error()

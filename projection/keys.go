@@ -31,6 +31,7 @@ var (
 
 	keyCheckpoint = []byte("checkpoint")
 	keySchema     = []byte("schema")
+	keyUnsynced   = []byte("unsynced_boot") // the boot a file is written under without fsync (durability.go)
 )
 
 // A key is a tuple of parts. A string part is its bytes with every 0x00

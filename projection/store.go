@@ -43,6 +43,12 @@ type Config struct {
 	// NoSync skips the fsync of each Apply. Only for a rebuild, which syncs
 	// once at the end, and for benchmarks.
 	NoSync bool
+	// Boot, when set, is the machine's boot id (BootID), and trades the
+	// fsync of every commit for a rebuild after a crash of the machine:
+	// commits are not synced, and the file names the boot it is written
+	// under until Close syncs it (durability.go). Empty: every commit is
+	// synced.
+	Boot string
 	// RetryInterval is how long a Projector waits before following the
 	// source again after an error.
 	RetryInterval time.Duration
@@ -109,8 +115,12 @@ func Open(path string, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.OpenTimeout, NoSync: cfg.NoSync})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.OpenTimeout, NoSync: cfg.NoSync || cfg.Boot != ""})
 	if err != nil {
+		return nil, fmt.Errorf("projection: open %s: %w", path, err)
+	}
+	if err := markUnsynced(db, cfg.Boot); err != nil {
+		db.Close()
 		return nil, fmt.Errorf("projection: open %s: %w", path, err)
 	}
 	var cp uint64
@@ -151,6 +161,12 @@ func (s *Store) Close() error {
 	close(s.foldedCh)
 	s.mu.Unlock()
 	s.notes.close()
+	if s.cfg.Boot != "" {
+		if err := s.markSynced(); err != nil {
+			s.db.Close()
+			return err
+		}
+	}
 	return s.db.Close()
 }
 

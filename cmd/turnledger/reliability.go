@@ -59,7 +59,13 @@ func secretKey(dir string) ([]byte, error) {
 // WARN, and /readyz answers 503 until the rebuild has reached the ledger's
 // head of the moment.
 func (s *service) openProjections(path string) error {
-	st, healed, err := projection.OpenHealing(path, projection.DefaultConfig())
+	cfg := projection.DefaultConfig()
+	if s.cfg.ProjSync == projectionSyncClose {
+		if cfg.Boot = projection.BootID(); cfg.Boot == "" {
+			s.cfg.Logger.Info("the system does not tell its boot id: the projection file is fsynced at every commit")
+		}
+	}
+	st, healed, err := projection.OpenHealing(path, cfg)
 	if err != nil {
 		return err
 	}
@@ -81,6 +87,24 @@ func (s *service) readyProjections(r *readiness) {
 	}
 	if s.healed && s.store.Checkpoint() < s.healUntil {
 		r.Status, r.Projections.Rebuilding = "not_ready", true
+	}
+}
+
+// The values of --projection-sync.
+const (
+	projectionSyncClose  = "close"  // fsync at shutdown; rebuilt after a crash of the machine
+	projectionSyncCommit = "commit" // fsync every commit
+)
+
+// projectionSyncFlag parses --projection-sync.
+func projectionSyncFlag(dst *string) func(string) error {
+	return func(v string) error {
+		switch v {
+		case projectionSyncClose, projectionSyncCommit:
+			*dst = v
+			return nil
+		}
+		return fmt.Errorf("must be %q or %q", projectionSyncClose, projectionSyncCommit)
 	}
 }
 

@@ -25,6 +25,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.ReapInterval, "reap-interval", cfg.ReapInterval, "how often expired claims are released (0 turns the reaper off)")
 	fs.BoolVar(&cfg.MetricsOpen, "metrics-public", false, "serve /metrics to any client (by default only to loopback clients)")
 	fs.IntVar(&cfg.Kernel.MaxDepth, "max-depth", cfg.Kernel.MaxDepth, "deepest child Turn")
+	fs.Func("projection-sync", "when the projection file is fsynced: close (at shutdown; a crash of the machine makes serve rebuild it from the ledger; the default) or commit (every commit)", projectionSyncFlag(&cfg.ProjSync))
 	fs.Func("sync", "embedded NATS durability: always (fsync each append: survives power loss; the default) or interval (fsync every 2m: survives a process crash)", syncFlag(&cfg.Sync))
 	var logOpts logOptions
 	logOpts.register(fs)

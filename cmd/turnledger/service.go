@@ -35,6 +35,7 @@ type serviceConfig struct {
 	MetricsOpen  bool          // serve /metrics to any client, not only loopback ones
 	ReapInterval time.Duration // 0 turns the background reaper off
 	Sync         ledger.Sync   // durability of the embedded server (--sync)
+	ProjSync     string        // projectionSyncCommit or projectionSyncClose (--projection-sync)
 	Limits       limits
 	Kernel       kernel.Config
 	Ledger       ledger.Config
@@ -48,6 +49,7 @@ func defaultServiceConfig() serviceConfig {
 		DataDir:      "./data",
 		ReapInterval: 5 * time.Second,
 		Sync:         ledger.SyncAlways,
+		ProjSync:     projectionSyncClose,
 		Limits:       defaultLimits(),
 		Kernel:       kernel.DefaultConfig(),
 		Ledger:       ledger.DefaultConfig(),
