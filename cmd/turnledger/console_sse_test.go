@@ -16,7 +16,7 @@ func TestConsoleFeedOverSSE(t *testing.T) {
 	s := newConsoleScenario(t, base, dir)
 	var reqs consoleRequests
 	ctx := consoleBrowser(t, &reqs)
-	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "))
+	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "), "demo")
 	consoleDo(t, ctx, "open the live feed",
 		chromedp.Navigate(base+"/console/#/p/demo/feed"),
 		consoleSettled(),

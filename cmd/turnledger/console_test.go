@@ -246,7 +246,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	var reqs consoleRequests
 	ctx := consoleBrowser(t, &reqs)
 
-	consoleSignInAdmin(t, ctx, base, token)
+	consoleSignInAdmin(t, ctx, base, token, "demo")
 	consoleShot(t, ctx, "projects.png")
 
 	// The first page of a project: stuck work. The child and the other
@@ -553,15 +553,15 @@ func TestConsoleAgentSignIn(t *testing.T) {
 }
 
 // consoleSignInAdmin signs in with the admin bearer and waits for the
-// project list.
-func consoleSignInAdmin(t *testing.T, ctx context.Context, base, token string) {
+// project list to show project.
+func consoleSignInAdmin(t *testing.T, ctx context.Context, base, token, project string) {
 	t.Helper()
 	consoleDo(t, ctx, "sign in as the admin",
 		chromedp.Navigate(base+"/console/"),
 		chromedp.WaitVisible(css(`#signin-form input[name=token]`)),
 		chromedp.SendKeys(css(`#signin-form input[name=token]`), token),
 		chromedp.Click(css(`#signin-form button[type=submit]`)),
-		chromedp.WaitVisible(css(`#projects a[href="#/p/demo"]`)),
+		chromedp.WaitVisible(css(`#projects a[href="#/p/`+project+`"]`)),
 	)
 }
 
@@ -583,7 +583,7 @@ func TestConsoleStuckWork(t *testing.T) {
 
 	var reqs consoleRequests
 	ctx := consoleBrowser(t, &reqs)
-	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "))
+	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "), "demo")
 	consoleDo(t, ctx, "open the stuck work",
 		chromedp.Click(css(`#projects a[href="#/p/demo"]`)),
 		chromedp.WaitVisible(css(`#expired table`)),
