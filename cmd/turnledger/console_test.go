@@ -500,6 +500,19 @@ func TestConsoleAgentSignIn(t *testing.T) {
 		t.Errorf("the skip link changed the route from %q to %q", hashBefore, hash)
 	}
 
+	// The project feed needs the read grant the writer lacks: the page
+	// shows the API's refusal and stops asking.
+	consoleDo(t, ctx, "open the live feed without the read grant",
+		chromedp.Click(css(`#nav a[data-nav=feed]`)),
+		chromedp.WaitVisible(css(`#project-feed[data-mode=refused]`)),
+	)
+	if refused := consoleGet(t, ctx, "read the feed's status", chromedp.Text(css(`#project-feed-status`))); !strings.HasPrefix(refused, "403 ForbiddenError") {
+		t.Errorf("the live feed refused to the writer shows %q, want the API's 403 ForbiddenError", refused)
+	}
+	if disabled := consoleGet(t, ctx, "read the pause button", chromedp.Evaluate[bool](`document.getElementById('project-feed-pause').disabled`)); !disabled {
+		t.Errorf("the pause button of a refused feed is enabled")
+	}
+
 	// The writer reads only its own Turns: the root it received and the
 	// child it dispatched, not the planner's Turn to helper.
 	consoleDo(t, ctx, "list the writer's Turns",

@@ -158,7 +158,10 @@
   // to onItems in ledger order. It first asks for Server-Sent Events
   // (Accept: text/event-stream, id = ledger_seq); when the server answers
   // with a JSON page instead, it polls the page with the cursor every second.
-  // pause() stops reading; resume() goes on from the last item seen.
+  // pause() stops reading; resume() goes on from the last item seen. A
+  // refusal that asking again cannot change (401, 403, 404, 422: a revoked
+  // credential, a read the policy does not allow) ends the following, and
+  // onError hears it with final set; any other error is retried.
   function follow(path, after, onItems, onError) {
     let cursor = after || 0, paused = false, stopped = false, timer = null, ctrl = null, sse = null;
     const schedule = (ms) => { clearTimeout(timer); if (!stopped && !paused) timer = setTimeout(tick, ms); };
@@ -194,7 +197,9 @@
         schedule(page.has_more ? 0 : 1000);
       } catch (e) {
         if (e.name === 'AbortError') return;
-        if (onError) onError(e);
+        const final = e instanceof APIError && [401, 403, 404, 422].includes(e.status);
+        if (final) stopped = true;
+        if (onError) onError(e, final);
         schedule(3000);
       }
     }
@@ -211,11 +216,14 @@
   }
 
   // readSSE reads an event stream, handing each event's JSON data (a feed
-  // item, or a page of them) to deliver, until the stream ends.
+  // item, or a page of them) to deliver, until the stream ends. An "error"
+  // event (the server ends the stream with one when, say, the credential no
+  // longer holds) is thrown as an APIError of status 0: the caller asks
+  // again and hears the refusal's status then.
   async function readSSE(resp, deliver) {
     const reader = resp.body.getReader();
     const dec = new TextDecoder();
-    let buf = '', data = [], id = '';
+    let buf = '', data = [], id = '', event = '';
     for (;;) {
       const {value, done} = await reader.read();
       if (done) return;
@@ -225,6 +233,12 @@
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + (buf.startsWith('\r\n', nl) ? 2 : 1));
         if (line === '') {
+          if (data.length && event === 'error') {
+            let d = {};
+            try { d = JSON.parse(data.join('\n')); } catch { /* keep {} */ }
+            reader.cancel().catch(() => {});
+            throw new APIError(0, d.error || 'StreamError', d.message || 'the event stream ended with an error');
+          }
           if (data.length) {
             try {
               const v = JSON.parse(data.join('\n'));
@@ -233,7 +247,7 @@
               else if (id) deliver([Object.assign({ledger_seq: Number(id)}, v)]);
             } catch { /* not JSON: ignore */ }
           }
-          data = []; id = '';
+          data = []; id = ''; event = '';
         } else if (line.startsWith(':')) {
           // heartbeat comment
         } else {
@@ -242,6 +256,7 @@
           const val = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
           if (field === 'data') data.push(val);
           else if (field === 'id') id = val;
+          else if (field === 'event') event = val;
         }
       }
     }
@@ -260,7 +275,7 @@
   // feedPanel shows a live feed, newest first, with a pause button.
   function feedPanel(project, path, after, opts) {
     const list = h('ol', {class: 'feed', id: opts.id, 'aria-live': 'polite', reversed: true});
-    const status = h('span', {class: 'muted feed-status'}, 'connecting…');
+    const status = h('span', {class: 'muted feed-status', id: opts.id + '-status'}, 'connecting…');
     const btn = h('button', {type: 'button', class: 'quiet', id: opts.id + '-pause', 'aria-pressed': 'false'}, 'Pause');
     let first = true;
     const f = follow(path, after, (items) => {
@@ -270,7 +285,13 @@
       if (opts.onItems) opts.onItems(items);
       status.textContent = `live (${f.mode}), ${list.children.length} events shown`;
       list.dataset.mode = f.mode;
-    }, (e) => { status.textContent = 'error: ' + e.message + ' (retrying)'; });
+    }, (e, final) => {
+      if (!final) { status.textContent = 'error: ' + e.message + ' (retrying)'; return; }
+      // The API refuses this feed to the credential: say so and stop.
+      status.replaceWith(h('p', {class: 'error', role: 'alert', id: opts.id + '-status'}, `${e.status} ${e.name}: ${e.message}`));
+      btn.disabled = true;
+      list.dataset.mode = 'refused';
+    });
     btn.addEventListener('click', () => {
       if (f.paused) { f.resume(); btn.textContent = 'Pause'; status.textContent = 'live'; } else { f.pause(); btn.textContent = 'Resume'; status.textContent = 'paused'; }
       btn.setAttribute('aria-pressed', String(f.paused));
