@@ -338,6 +338,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`#turn-feed li[data-type="turn.stop_requested"]`)),
 		chromedp.WaitVisible(css(`#turn-snapshot .badge.stop`)),
 		chromedp.WaitNotPresent(css(`#stop-turn`)),
+		// The Stop button is gone: the keyboard focus goes to the
+		// page's content, not back to the document's start.
+		chromedp.Poll[chromedp.Void](`document.activeElement && document.activeElement.id === 'main'`),
 	)
 	// The worker sees the stop and finishes with outcome stopped, outside
 	// the browser: the page follows live.
@@ -423,6 +426,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		{"#/p/demo", `#stuck-summary`, "stuck-phone.png"},
 		{"#/p/demo/turns", `#turns-table`, "turns-phone.png"},
 		{"#/p/demo/agents", `#agents-table`, "agents-phone.png"},
+		{"#/p/demo/agents/helper", `#agent-feed li`, "agent-phone.png"},
+		{"#/", `#projects`, "projects-phone.png"},
 		{"#/p/demo/feed", `#project-feed li`, "feed-phone.png"},
 	} {
 		consoleDo(t, ctx, "open "+pg.route+" at phone width",

@@ -134,6 +134,9 @@
   }
 
   // act runs an operator action after confirmation and reports the outcome.
+  // When the page redrawn after it no longer holds the button that was
+  // pressed (Stop goes once a stop is asked), the keyboard focus goes to the
+  // page's content rather than back to the document's start.
   async function act(title, text, okLabel, fn, after) {
     if (!await confirmAction(title, text, okLabel)) return;
     try {
@@ -142,7 +145,10 @@
     } catch (e) {
       flash(`${title} failed: ${e instanceof APIError ? e.status + ' ' + e.name + ': ' : ''}${e.message}`, true);
     }
-    if (after) after();
+    if (after) {
+      try { await after(); } catch (e) { flash(e.message, true); }
+    }
+    if (document.activeElement === document.body || !document.activeElement) mainEl.focus({preventScroll: true});
   }
 
   // The actor an operator action names in requested_by: an agent acts as
