@@ -221,11 +221,14 @@
     return c;
   }
 
-  // readSSE reads an event stream, handing each event's JSON data (a feed
-  // item, or a page of them) to deliver, until the stream ends. An "error"
-  // event (the server ends the stream with one when, say, the credential no
-  // longer holds) is thrown as an APIError of status 0: the caller asks
-  // again and hears the refusal's status then.
+  // readSSE reads an event stream, handing the JSON data of its events (a
+  // feed item each, or a page of them) to deliver, until the stream ends.
+  // What arrives together is delivered together: the page the server sends
+  // to catch up is one delivery, not one per event, so the feed shows it as
+  // history rather than as events appended one by one. An "error" event (the
+  // server ends the stream with one when, say, the credential no longer
+  // holds) is thrown as an APIError of status 0: the caller asks again and
+  // hears the refusal's status then.
   async function readSSE(resp, deliver) {
     const reader = resp.body.getReader();
     const dec = new TextDecoder();
@@ -234,6 +237,7 @@
       const {value, done} = await reader.read();
       if (done) return;
       buf += dec.decode(value, {stream: true});
+      const batch = [];
       let nl;
       while ((nl = buf.search(/\r\n|\n|\r/)) >= 0) {
         const line = buf.slice(0, nl);
@@ -243,14 +247,15 @@
             let d = {};
             try { d = JSON.parse(data.join('\n')); } catch { /* keep {} */ }
             reader.cancel().catch(() => {});
+            if (batch.length) deliver(batch);
             throw new APIError(0, d.error || 'StreamError', d.message || 'the event stream ended with an error');
           }
           if (data.length) {
             try {
               const v = JSON.parse(data.join('\n'));
-              if (Array.isArray(v.items)) deliver(v.items);
-              else if (v && v.ledger_seq !== undefined) deliver([v]);
-              else if (id) deliver([Object.assign({ledger_seq: Number(id)}, v)]);
+              if (Array.isArray(v.items)) batch.push(...v.items);
+              else if (v && v.ledger_seq !== undefined) batch.push(v);
+              else if (id) batch.push(Object.assign({ledger_seq: Number(id)}, v));
             } catch { /* not JSON: ignore */ }
           }
           data = []; id = ''; event = '';
@@ -265,6 +270,7 @@
           else if (field === 'event') event = val;
         }
       }
+      if (batch.length) deliver(batch);
     }
   }
 
