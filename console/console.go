@@ -11,9 +11,11 @@
 // Pages (hash routes, so the server serves one document):
 //
 //	#/                          projects (admin) or the agent's project
-//	#/p/{project}               stuck work: queued Turns that cannot start and why,
+//	#/p/{project}?limit=&pages= stuck work: queued Turns that cannot start and why,
 //	                            expired claims awaiting release, stops not yet done,
-//	                            projection lag
+//	                            projection lag; each list read at most pages pages
+//	                            of limit Turns (4 of 500), a note naming every list
+//	                            that goes on beyond that
 //	#/p/{project}/agents        the agent directory
 //	#/p/{project}/agents/{id}   one agent: snapshot, drain/resume, its feed
 //	#/p/{project}/turns?…       Turns with the filters of projection/turns, cursor paging

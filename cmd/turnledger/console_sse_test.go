@@ -16,16 +16,21 @@ func TestConsoleFeedOverSSE(t *testing.T) {
 	s := newConsoleScenario(t, base, dir)
 	var reqs consoleRequests
 	ctx := consoleBrowser(t, &reqs)
-	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "))
+	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "), "demo")
 	consoleDo(t, ctx, "open the live feed",
 		chromedp.Navigate(base+"/console/#/p/demo/feed"),
 		consoleSettled(),
 		chromedp.WaitVisible(css(`#project-feed[data-mode=stream] li[data-type="turn.claimed"]`)),
 	)
+	// What was there when the feed opened came as one catch-up page: it
+	// shows as history, not flashed as new arrivals.
+	if n := consoleGet(t, ctx, "count the new items", chromedp.Evaluate[int](`document.querySelectorAll('#project-feed li.new').length`)); n != 0 {
+		t.Errorf("%d items of the catch-up page are marked new", n)
+	}
 	s.admin.call("POST", "/v3r1/projects/demo/management/turns/"+s.other+":stop", map[string]any{
 		"requested_by": agentRef("demo", "planner"), "meta": nil, "trace": nil}, 200)
 	consoleDo(t, ctx, "see an event arrive over the stream",
-		chromedp.WaitVisible(css(`#project-feed li[data-type="turn.stopped"]`)),
+		chromedp.WaitVisible(css(`#project-feed li.new[data-type="turn.stopped"]`)),
 	)
 	seqs := consoleGet(t, ctx, "read the feed", chromedp.Evaluate[[]int](`[...document.querySelectorAll('#project-feed li')].map(li => +li.dataset.seq)`))
 	for i := 1; i < len(seqs); i++ {

@@ -59,7 +59,7 @@ func consoleShotsDir(t *testing.T) string {
 }
 
 // consoleBrowser starts a fresh headless Chromium (its own profile in a
-// temporary directory) with a 1280×800 window and returns a tab's context.
+// temporary directory) with a 1280×800 viewport and returns a tab's context.
 // Every request the page makes is recorded in requests.
 func consoleBrowser(t *testing.T, requests *consoleRequests) context.Context {
 	t.Helper()
@@ -112,6 +112,9 @@ func consoleBrowser(t *testing.T, requests *consoleRequests) context.Context {
 	if err != nil {
 		t.Fatalf("listen to the tab: %v", err)
 	}
+	// The window's 1280×800 holds the browser's own frame too: the page
+	// itself gets 1280×800 only by emulation.
+	consoleDo(t, ctx, "set a 1280×800 viewport", chromedp.EmulateViewport(1280, 800))
 	return ctx
 }
 
@@ -170,8 +173,14 @@ func consoleGet[T any](t *testing.T, ctx context.Context, what string, a chromed
 	return v
 }
 
+// consoleShot saves a screenshot of the whole page as name, after checking
+// that the page is no wider than the viewport (no sideways scrolling).
 func consoleShot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
+	width := consoleGet(t, ctx, "measure the viewport", chromedp.Evaluate[int](`document.documentElement.clientWidth`))
+	if overflow := consoleGet(t, ctx, "measure the page", chromedp.Evaluate[int](`document.documentElement.scrollWidth - document.documentElement.clientWidth`)); overflow > 0 {
+		t.Errorf("at %d px wide the page of %s is %d px wider than the screen", width, name, overflow)
+	}
 	buf := consoleGet(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
 	if err := os.WriteFile(filepath.Join(consoleShotsDir(t), name), buf, 0o644); err != nil {
 		t.Fatal(err)
@@ -246,7 +255,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	var reqs consoleRequests
 	ctx := consoleBrowser(t, &reqs)
 
-	consoleSignInAdmin(t, ctx, base, token)
+	consoleSignInAdmin(t, ctx, base, token, "demo")
 	consoleShot(t, ctx, "projects.png")
 
 	// The first page of a project: stuck work. The child and the other
@@ -338,6 +347,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`#turn-feed li[data-type="turn.stop_requested"]`)),
 		chromedp.WaitVisible(css(`#turn-snapshot .badge.stop`)),
 		chromedp.WaitNotPresent(css(`#stop-turn`)),
+		// The Stop button is gone: the keyboard focus goes to the
+		// page's content, not back to the document's start.
+		chromedp.Poll[chromedp.Void](`document.activeElement && document.activeElement.id === 'main'`),
 	)
 	// The worker sees the stop and finishes with outcome stopped, outside
 	// the browser: the page follows live.
@@ -416,13 +428,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("the Turns paged one by one (-want +got):\n%s", diff)
 	}
 
-	// Phone width: every page reads without sideways scrolling.
+	// Phone width: every page reads without sideways scrolling (consoleShot
+	// checks it, as it does at 1280 px).
 	consoleDo(t, ctx, "phone width", chromedp.EmulateViewport(390, 844))
 	for _, pg := range []struct{ route, ready, shot string }{
 		{"#/p/demo/turns/" + s.root, childSel, "turn-phone.png"},
 		{"#/p/demo", `#stuck-summary`, "stuck-phone.png"},
 		{"#/p/demo/turns", `#turns-table`, "turns-phone.png"},
 		{"#/p/demo/agents", `#agents-table`, "agents-phone.png"},
+		{"#/p/demo/agents/helper", `#agent-feed li`, "agent-phone.png"},
+		{"#/", `#projects`, "projects-phone.png"},
 		{"#/p/demo/feed", `#project-feed li`, "feed-phone.png"},
 	} {
 		consoleDo(t, ctx, "open "+pg.route+" at phone width",
@@ -430,10 +445,6 @@ func TestConsoleInBrowser(t *testing.T) {
 			consoleSettled(),
 			chromedp.WaitVisible(css(pg.ready)),
 		)
-		overflow := consoleGet(t, ctx, "measure the page", chromedp.Evaluate[int](`document.documentElement.scrollWidth - document.documentElement.clientWidth`))
-		if overflow > 0 {
-			t.Errorf("at 390 px wide the page %s is %d px wider than the screen", pg.route, overflow)
-		}
 		consoleShot(t, ctx, pg.shot)
 	}
 
@@ -500,6 +511,19 @@ func TestConsoleAgentSignIn(t *testing.T) {
 		t.Errorf("the skip link changed the route from %q to %q", hashBefore, hash)
 	}
 
+	// The project feed needs the read grant the writer lacks: the page
+	// shows the API's refusal and stops asking.
+	consoleDo(t, ctx, "open the live feed without the read grant",
+		chromedp.Click(css(`#nav a[data-nav=feed]`)),
+		chromedp.WaitVisible(css(`#project-feed[data-mode=refused]`)),
+	)
+	if refused := consoleGet(t, ctx, "read the feed's status", chromedp.Text(css(`#project-feed-status`))); !strings.HasPrefix(refused, "403 ForbiddenError") {
+		t.Errorf("the live feed refused to the writer shows %q, want the API's 403 ForbiddenError", refused)
+	}
+	if disabled := consoleGet(t, ctx, "read the pause button", chromedp.Evaluate[bool](`document.getElementById('project-feed-pause').disabled`)); !disabled {
+		t.Errorf("the pause button of a refused feed is enabled")
+	}
+
 	// The writer reads only its own Turns: the root it received and the
 	// child it dispatched, not the planner's Turn to helper.
 	consoleDo(t, ctx, "list the writer's Turns",
@@ -553,15 +577,15 @@ func TestConsoleAgentSignIn(t *testing.T) {
 }
 
 // consoleSignInAdmin signs in with the admin bearer and waits for the
-// project list.
-func consoleSignInAdmin(t *testing.T, ctx context.Context, base, token string) {
+// project list to show project.
+func consoleSignInAdmin(t *testing.T, ctx context.Context, base, token, project string) {
 	t.Helper()
 	consoleDo(t, ctx, "sign in as the admin",
 		chromedp.Navigate(base+"/console/"),
 		chromedp.WaitVisible(css(`#signin-form input[name=token]`)),
 		chromedp.SendKeys(css(`#signin-form input[name=token]`), token),
 		chromedp.Click(css(`#signin-form button[type=submit]`)),
-		chromedp.WaitVisible(css(`#projects a[href="#/p/demo"]`)),
+		chromedp.WaitVisible(css(`#projects a[href="#/p/`+project+`"]`)),
 	)
 }
 
@@ -583,7 +607,7 @@ func TestConsoleStuckWork(t *testing.T) {
 
 	var reqs consoleRequests
 	ctx := consoleBrowser(t, &reqs)
-	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "))
+	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "), "demo")
 	consoleDo(t, ctx, "open the stuck work",
 		chromedp.Click(css(`#projects a[href="#/p/demo"]`)),
 		chromedp.WaitVisible(css(`#expired table`)),

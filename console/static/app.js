@@ -80,7 +80,9 @@
     return data;
   }
 
-  // pages follows a projection list's cursor until has_more is false, at most max pages.
+  // pages follows a projection list's cursor until has_more is false, at
+  // most max pages. complete says whether the list was read to its end;
+  // when it was not, next is the cursor where the reading stopped.
   async function pages(path, params, max) {
     let after = 0, items = [], page;
     for (let i = 0; i < (max || 5); i++) {
@@ -89,7 +91,13 @@
       if (!page.has_more) return {items, diagnostics: page.diagnostics, complete: true};
       after = page.next_after_ledger_seq;
     }
-    return {items, diagnostics: page.diagnostics, complete: false};
+    return {items, diagnostics: page.diagnostics, complete: false, next: after};
+  }
+
+  // intParam reads a whole number from the route's query, within [lo, hi].
+  function intParam(q, name, lo, hi, def) {
+    const n = Number(q.get(name));
+    return q.has(name) && Number.isInteger(n) ? Math.min(hi, Math.max(lo, n)) : def;
   }
 
   function flash(msg, bad) {
@@ -126,6 +134,9 @@
   }
 
   // act runs an operator action after confirmation and reports the outcome.
+  // When the page redrawn after it no longer holds the button that was
+  // pressed (Stop goes once a stop is asked), the keyboard focus goes to the
+  // page's content rather than back to the document's start.
   async function act(title, text, okLabel, fn, after) {
     if (!await confirmAction(title, text, okLabel)) return;
     try {
@@ -134,7 +145,10 @@
     } catch (e) {
       flash(`${title} failed: ${e instanceof APIError ? e.status + ' ' + e.name + ': ' : ''}${e.message}`, true);
     }
-    if (after) after();
+    if (after) {
+      try { await after(); } catch (e) { flash(e.message, true); }
+    }
+    if (document.activeElement === document.body || !document.activeElement) mainEl.focus({preventScroll: true});
   }
 
   // The actor an operator action names in requested_by: an agent acts as
@@ -150,7 +164,10 @@
   // to onItems in ledger order. It first asks for Server-Sent Events
   // (Accept: text/event-stream, id = ledger_seq); when the server answers
   // with a JSON page instead, it polls the page with the cursor every second.
-  // pause() stops reading; resume() goes on from the last item seen.
+  // pause() stops reading; resume() goes on from the last item seen. A
+  // refusal that asking again cannot change (401, 403, 404, 422: a revoked
+  // credential, a read the policy does not allow) ends the following, and
+  // onError hears it with final set; any other error is retried.
   function follow(path, after, onItems, onError) {
     let cursor = after || 0, paused = false, stopped = false, timer = null, ctrl = null, sse = null;
     const schedule = (ms) => { clearTimeout(timer); if (!stopped && !paused) timer = setTimeout(tick, ms); };
@@ -186,7 +203,9 @@
         schedule(page.has_more ? 0 : 1000);
       } catch (e) {
         if (e.name === 'AbortError') return;
-        if (onError) onError(e);
+        const final = e instanceof APIError && [401, 403, 404, 422].includes(e.status);
+        if (final) stopped = true;
+        if (onError) onError(e, final);
         schedule(3000);
       }
     }
@@ -202,30 +221,44 @@
     return c;
   }
 
-  // readSSE reads an event stream, handing each event's JSON data (a feed
-  // item, or a page of them) to deliver, until the stream ends.
+  // readSSE reads an event stream, handing the JSON data of its events (a
+  // feed item each, or a page of them) to deliver, until the stream ends.
+  // What arrives together is delivered together: the page the server sends
+  // to catch up is one delivery, not one per event, so the feed shows it as
+  // history rather than as events appended one by one. An "error" event (the
+  // server ends the stream with one when, say, the credential no longer
+  // holds) is thrown as an APIError of status 0: the caller asks again and
+  // hears the refusal's status then.
   async function readSSE(resp, deliver) {
     const reader = resp.body.getReader();
     const dec = new TextDecoder();
-    let buf = '', data = [], id = '';
+    let buf = '', data = [], id = '', event = '';
     for (;;) {
       const {value, done} = await reader.read();
       if (done) return;
       buf += dec.decode(value, {stream: true});
+      const batch = [];
       let nl;
       while ((nl = buf.search(/\r\n|\n|\r/)) >= 0) {
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + (buf.startsWith('\r\n', nl) ? 2 : 1));
         if (line === '') {
+          if (data.length && event === 'error') {
+            let d = {};
+            try { d = JSON.parse(data.join('\n')); } catch { /* keep {} */ }
+            reader.cancel().catch(() => {});
+            if (batch.length) deliver(batch);
+            throw new APIError(0, d.error || 'StreamError', d.message || 'the event stream ended with an error');
+          }
           if (data.length) {
             try {
               const v = JSON.parse(data.join('\n'));
-              if (Array.isArray(v.items)) deliver(v.items);
-              else if (v && v.ledger_seq !== undefined) deliver([v]);
-              else if (id) deliver([Object.assign({ledger_seq: Number(id)}, v)]);
+              if (Array.isArray(v.items)) batch.push(...v.items);
+              else if (v && v.ledger_seq !== undefined) batch.push(v);
+              else if (id) batch.push(Object.assign({ledger_seq: Number(id)}, v));
             } catch { /* not JSON: ignore */ }
           }
-          data = []; id = '';
+          data = []; id = ''; event = '';
         } else if (line.startsWith(':')) {
           // heartbeat comment
         } else {
@@ -234,8 +267,10 @@
           const val = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
           if (field === 'data') data.push(val);
           else if (field === 'id') id = val;
+          else if (field === 'event') event = val;
         }
       }
+      if (batch.length) deliver(batch);
     }
   }
 
@@ -252,7 +287,7 @@
   // feedPanel shows a live feed, newest first, with a pause button.
   function feedPanel(project, path, after, opts) {
     const list = h('ol', {class: 'feed', id: opts.id, 'aria-live': 'polite', reversed: true});
-    const status = h('span', {class: 'muted feed-status'}, 'connecting…');
+    const status = h('span', {class: 'muted feed-status', id: opts.id + '-status'}, 'connecting…');
     const btn = h('button', {type: 'button', class: 'quiet', id: opts.id + '-pause', 'aria-pressed': 'false'}, 'Pause');
     let first = true;
     const f = follow(path, after, (items) => {
@@ -262,7 +297,13 @@
       if (opts.onItems) opts.onItems(items);
       status.textContent = `live (${f.mode}), ${list.children.length} events shown`;
       list.dataset.mode = f.mode;
-    }, (e) => { status.textContent = 'error: ' + e.message + ' (retrying)'; });
+    }, (e, final) => {
+      if (!final) { status.textContent = 'error: ' + e.message + ' (retrying)'; return; }
+      // The API refuses this feed to the credential: say so and stop.
+      status.replaceWith(h('p', {class: 'error', role: 'alert', id: opts.id + '-status'}, `${e.status} ${e.name}: ${e.message}`));
+      btn.disabled = true;
+      list.dataset.mode = 'refused';
+    });
     btn.addEventListener('click', () => {
       if (f.paused) { f.resume(); btn.textContent = 'Pause'; status.textContent = 'live'; } else { f.pause(); btn.textContent = 'Resume'; status.textContent = 'paused'; }
       btn.setAttribute('aria-pressed', String(f.paused));
@@ -342,23 +383,39 @@
   }
 
   // stuck is the first page of a project: what does not move, and why.
-  async function stuck(view, p) {
+  // Each category is read with the Turn list's own filters, so every Turn
+  // read is one of it: queued Turns (state=queued), claimed ones for expired
+  // claims (state=claimed), pending stops (state=claimed and
+  // stop_requested_only: a stop asked of a Turn that is not claimed stops it
+  // at once). Each list is read at most `pages` pages of `limit` (the route's
+  // ?limit= and ?pages=, 500 and 4 by default); every list that goes on
+  // beyond that is named in a note, with a link to the rest.
+  async function stuck(view, p, q) {
     setNav(p, 'stuck');
+    const limit = intParam(q, 'limit', 1, 500, 500), max = intParam(q, 'pages', 1, 64, 4);
     view.replaceChildren(h('h1', {}, `Stuck work in ${p}`), h('p', {class: 'muted'}, 'loading…'));
+    const turns = `${pp(p)}/projection/turns`;
     const [dir, queued, claimed, stops, ready] = await Promise.all([
       api('GET', `${pp(p)}/projection/agents${qs({limit: 500})}`),
-      pages(`${pp(p)}/projection/turns`, {state: 'queued', limit: 500}, 4),
-      pages(`${pp(p)}/projection/turns`, {state: 'claimed', limit: 500}, 4),
-      pages(`${pp(p)}/projection/turns`, {stop_requested_only: 'true', limit: 500}, 4),
+      pages(turns, {state: 'queued', limit}, max),
+      pages(turns, {state: 'claimed', limit}, max),
+      pages(turns, {state: 'claimed', stop_requested_only: 'true', limit}, max),
       api('GET', '/readyz').catch((e) => ({error: e.message})),
     ]);
+    // The directory answers at most 500 agents (projection/agents has no
+    // cursor): a target beyond them is read on its own, up to 100 of them.
     const agents = new Map(dir.items.map((a) => [a.agent_id, a]));
+    const missing = [...new Set(queued.items.map((t) => t.target_agent.agent_id))].filter((id) => !agents.has(id));
+    await Promise.all(missing.slice(0, 100).map((id) => api('GET', `${pp(p)}/agents/${enc(id)}`).then((a) => agents.set(id, a), () => {})));
+    const unread = missing.length > 100 ? new Set(missing.slice(100)) : new Set();
     const now = Date.now();
     const blocked = [];
     for (const t of queued.items) {
-      const a = agents.get(t.target_agent.agent_id);
+      const id = t.target_agent.agent_id;
+      const a = agents.get(id);
       const why = [];
-      if (!a) why.push('unknown agent');
+      if (unread.has(id)) why.push('agent not read');
+      else if (!a) why.push('unknown agent');
       else {
         if (!a.enabled) why.push('disabled');
         if (a.drained) why.push('drained');
@@ -366,28 +423,49 @@
         if (a.free_capacity <= 0) why.push('at capacity');
         if (a.presence !== 'online') why.push(a.presence === 'never' ? 'never seen' : 'offline');
       }
-      if (why.length) blocked.push({t, why});
+      if (why.length) blocked.push({t, a, why});
     }
     const expired = claimed.items.filter((t) => t.claim && Date.parse(t.claim.expires_at) < now);
     const pendingStops = stops.items.filter((t) => t.state !== 'finished');
     const lag = ready.projections ? ready.projections.lag : null;
-    const diags = (dir.diagnostics || []).concat(queued.diagnostics || []);
+    const diags = [];
+    for (const d of [dir, queued, claimed, stops].flatMap((l) => l.diagnostics || [])) {
+      if (!diags.some((x) => x.code === d.code && x.message === d.message)) diags.push(d);
+    }
 
-    const card = (n, label, href, warn) => h(href ? 'a' : 'div', {class: 'card ' + (n ? (warn ? 'warn' : '') : 'good'), href}, h('div', {class: 'n'}, n), h('div', {}, label));
+    // The lists read only in part, each with where the reading stopped.
+    const cut = [];
+    const cutList = (id, list, what, filters) => {
+      if (!list.complete) cut.push({id, what, n: list.items.length, href: link(p, 'turns') + qs(Object.assign({}, filters, {after: list.next}))});
+    };
+    cutList('queued', queued, 'queued Turns (for targets that cannot take them)', {state: 'queued'});
+    cutList('claimed', claimed, 'claimed Turns (for claims past their expiry)', {state: 'claimed'});
+    cutList('stops', stops, 'claimed Turns with a stop requested', {state: 'claimed', stop_requested_only: 'true'});
+    const more = (list, n) => list.complete ? String(n) : `${n}+`;
+
+    const card = (n, label, href, warn) => h(href ? 'a' : 'div', {class: 'card ' + (n !== '0' && n !== 0 ? (warn ? 'warn' : '') : 'good'), href}, h('div', {class: 'n'}, n), h('div', {}, label));
     view.replaceChildren(
       h('h1', {}, `Stuck work in ${p}`),
       h('div', {class: 'row'}, h('span', {class: 'muted', id: 'stuck-asof'}, `As of ${new Date().toLocaleTimeString()}.`),
         h('button', {type: 'button', class: 'quiet', id: 'refresh', onclick: () => route()}, 'Refresh')),
       h('div', {class: 'cards', id: 'stuck-summary'},
-        card(blocked.length, `queued Turns that cannot start (of ${queued.items.length} queued)`, link(p, 'turns') + '?state=queued', true),
-        card(expired.length, 'claims past expiry awaiting release', null, true),
-        card(pendingStops.length, 'stops requested, not yet stopped', link(p, 'turns') + '?stop_requested_only=true', true),
+        card(more(queued, blocked.length), `queued Turns that cannot start (of ${more(queued, queued.items.length)} queued)`, link(p, 'turns') + '?state=queued', true),
+        card(more(claimed, expired.length), 'claims past expiry awaiting release', link(p, 'turns') + '?state=claimed', true),
+        card(more(stops, pendingStops.length), 'stops requested, not yet stopped', link(p, 'turns') + '?state=claimed&stop_requested_only=true', true),
         card(lag === null ? '?' : lag, 'projection lag (events)', null, true)),
+      cut.length || unread.size ? h('section', {class: 'panel note', id: 'stuck-cut'},
+        h('h2', {}, 'Not every Turn was read'),
+        h('p', {}, `Each list is read at most ${max} page(s) of ${limit} Turn(s). These go on beyond that, so their counts above are lower bounds:`),
+        h('ul', {}, cut.map((c) => h('li', {'data-list': c.id}, `${c.what}: ${c.n.toLocaleString()} read; `, h('a', {href: c.href}, 'the rest in the Turns list'))),
+          unread.size ? h('li', {'data-list': 'agents'}, `targets: the directory answers at most 500 agents and ${unread.size} more were not looked up`) : ''),
+        max < 64 ? h('p', {}, h('a', {id: 'read-more', href: link(p) + qs({limit: limit === 500 ? '' : limit, pages: Math.min(64, max * 4)})}, `Read up to ${Math.min(64, max * 4)} pages of each`)) : '') : '',
       diags.length ? h('div', {class: 'panel'}, h('h2', {}, 'Diagnostics'), h('ul', {}, diags.map((d) => h('li', {}, h('code', {}, d.code), ' ', d.message)))) : '',
       ready.projections && ready.projections.failing ? h('p', {class: 'error'}, 'The projector is failing: ' + ready.projections.last_error) : '',
       section('Queued Turns whose target cannot take them', 'blocked', blocked.length === 0 ? 'None: every queued Turn has an admitting, online target with free capacity.' :
-        table(['Turn', 'Kind', 'Target', 'Why', 'Queued since'], blocked.map(({t, why}) => [
-          turnLink(p, t.turn_id), t.turn_kind, agentLink(p, t.target_agent.agent_id), h('span', {class: 'row'}, why.map((w) => badge(w, 'reason'))), when(t.updated_at)]))),
+        table(['Turn', 'Kind', 'Target', 'Why', 'Queued since'], blocked.map(({t, a, why}) => [
+          turnLink(p, t.turn_id), t.turn_kind, agentLink(p, t.target_agent.agent_id),
+          h('span', {class: 'row why'}, why.map((w) => h('span', {class: 'badge reason', title: w === 'offline' && a && a.last_seen_at ? `last seen ${a.last_seen_at}` : null}, w))),
+          when(t.updated_at)]))),
       section('Claims past their expiry', 'expired', [
         expired.length === 0 ? h('p', {class: 'muted'}, 'None.') :
           table(['Turn', 'Holder', 'Expired'], expired.map((t) => [turnLink(p, t.turn_id), agentLink(p, t.claim.agent_id), countdown(t.claim.expires_at)])),
@@ -396,8 +474,7 @@
           act('Reconcile expired claims', `Release every expired claim of ${p}? Their Turns go back to the queue (or stop, when a stop was requested).`, 'Reconcile',
             async () => { const r = await api('POST', `${pp(p)}/claims:reconcile-expired`, {}); const n = (r.released_turn_ids || []).length; return `Released ${n} expired claim(s).`; }, () => route())}, 'Reconcile expired claims'))]),
       section('Stops requested, not yet stopped', 'stops', pendingStops.length === 0 ? 'None.' :
-        table(['Turn', 'State', 'Holder', 'Asked'], pendingStops.map((t) => [turnLink(p, t.turn_id), badge(t.state), t.claim ? agentLink(p, t.claim.agent_id) : '—', t.stop_requested_at ? ago(t.stop_requested_at) : '—']))),
-      !queued.complete || !claimed.complete ? h('p', {class: 'muted'}, 'Only the first 2,000 Turns of each state were examined.') : '');
+        table(['Turn', 'State', 'Holder', 'Asked'], pendingStops.map((t) => [turnLink(p, t.turn_id), badge(t.state), t.claim ? agentLink(p, t.claim.agent_id) : '—', t.stop_requested_at ? ago(t.stop_requested_at) : '—']))));
   }
 
   function section(title, id, body) {
@@ -614,7 +691,7 @@
         const p = parts[1];
         if (auth.mode === 'agent' && p !== auth.project) { location.replace(link(auth.project)); return; }
         const [, , sec, id] = parts;
-        if (!sec) await stuck(view, p);
+        if (!sec) await stuck(view, p, q);
         else if (sec === 'agents' && id) await agentPage(view, p, id);
         else if (sec === 'agents') await agentsPage(view, p);
         else if (sec === 'turns' && id) await turnPage(view, p, id);
