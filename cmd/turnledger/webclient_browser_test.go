@@ -79,9 +79,11 @@ func apiRequests(reqs []string) []string {
 // TestWebClientInChromium: sign up through the dev issuer, land on
 // /app/workspace, see the identity, the websocket connected through a ticket,
 // save a profile and see its key masked; sign out and find the cached data
-// gone: storage empty, no request for it afterwards.
+// gone: storage empty, no request for it afterwards. The token lives 30
+// days, longer than setTimeout's longest delay (2^31-1 ms, about 24.8
+// days): the page must not take that for an expiry and sign out at once.
 func TestWebClientInChromium(t *testing.T) {
-	base := hostedPair(t, time.Hour)
+	base := hostedPair(t, 30*24*time.Hour)
 	b := browsertest.Start(t, browsertest.Options{})
 	signUp(t, b, base, "ada@example.com")
 
@@ -120,6 +122,9 @@ func TestWebClientInChromium(t *testing.T) {
 	b.WaitVisible(t, "#messages li")
 	if got := b.Text(t, "#messages li"); !strings.Contains(got, "hello") {
 		t.Errorf("message shown = %q, want hello", got)
+	}
+	if got := b.Location(t); got != base+"/app/workspace" {
+		t.Errorf("with a 30-day token the page went to %s, want it to stay on %s/app/workspace", got, base)
 	}
 
 	// Save a profile: the key is write-only and shown masked.

@@ -6,6 +6,9 @@
   const cfg = window.TURNLEDGER_CONFIG;
   const SESSION = "turnledger.session";
   const CACHE = "turnledger.cache.";
+  // setTimeout's longest delay (2^31-1 ms, about 24.8 days): a longer one
+  // overflows and fires at once.
+  const MAX_TIMEOUT = 2147483647;
   const root = document.getElementById("root");
 
   // Everything that must stop at sign-out: requests in flight, the socket,
@@ -115,10 +118,19 @@
     location.replace("/app/workspace");
   }
 
+  // armExpiry signs out when exp (seconds) passes. A token that lives
+  // longer than setTimeout's longest delay gets a timer of that delay,
+  // re-armed with what is left each time it fires.
+  function armExpiry(exp) {
+    const left = exp * 1000 - Date.now();
+    if (left <= 0) { signOut("expired"); return; }
+    live.timer = setTimeout(() => armExpiry(exp), Math.min(left, MAX_TIMEOUT));
+  }
+
   function workspace() {
     const s = session();
     if (!s) { clearAll(); location.replace("/app/"); return; }
-    live.timer = setTimeout(() => signOut("expired"), s.exp * 1000 - Date.now());
+    armExpiry(s.exp);
     document.addEventListener("visibilitychange", () => { if (!session() && !live.ended) signOut("expired"); });
 
     const identity = el("dl", { id: "identity" });
