@@ -116,8 +116,10 @@ type storeCloser interface {
 
 // openRuntimeStore opens the runtime's store. On PostgreSQL, a
 // DATABASE_ADMIN_URL (adminURL) first brings the schema up to date as its
-// owner; without one the schema must already be current (`turnledger
-// runtime migrate`).
+// owner and grants the runtime role (the one DATABASE_URL logs in as) its
+// privileges, so a fresh database needs nothing else; without one the
+// schema must already be current and granted (`turnledger runtime migrate
+// --grant-to`).
 func openRuntimeStore(ctx context.Context, db runtimeDB, adminURL string, logf func(string, ...any)) (storeCloser, error) {
 	if db.url == "" {
 		s, err := openStore(db.path)
@@ -137,8 +139,31 @@ func openRuntimeStore(ctx context.Context, db runtimeDB, adminURL string, logf f
 		if len(applied) > 0 {
 			logf("turnledger runtime: applied schema migrations %v", applied)
 		}
+		if err := grantRuntimeRole(ctx, db.url, adminURL, logf); err != nil {
+			return nil, err
+		}
 	}
 	return pgstore.Open(ctx, db.url, pgstore.Options{})
+}
+
+// grantRuntimeRole gives the role DATABASE_URL (dbURL) logs in as the
+// privileges of pgstore.Grants, through the owner's adminURL. Without them
+// the runtime role cannot read a schema the runtime has just made. A role
+// name Grant cannot take is left alone with a warning: the operator grants
+// it by hand, and Open says so if they did not.
+func grantRuntimeRole(ctx context.Context, dbURL, adminURL string, logf func(string, ...any)) error {
+	role, err := pgstore.Role(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("connect to PostgreSQL (DATABASE_URL): %w", err)
+	}
+	if !pgstore.ValidRole(role) {
+		logf("turnledger runtime: not granting the runtime's privileges to role %q (not a lower-case name); grant them by hand (docs/runtime.md)", role)
+		return nil
+	}
+	if err := pgstore.Grant(ctx, adminURL, role); err != nil {
+		return fmt.Errorf("grant the runtime's privileges to %s through DATABASE_ADMIN_URL: %w", role, err)
+	}
+	return nil
 }
 
 // isMisconfigured reports a database that answers but must not be used as
