@@ -166,11 +166,11 @@ func (a *Authenticator) IssueTicket(ctx context.Context, p Principal) (string, t
 	return ticket, exp, nil
 }
 
-// ticketPeeker is a Store that can read a ticket without taking it
-// (boltstore.Store can). With one, a websocket dial checks its ticket
-// before anything else and spends it only once every other check has
-// passed; with a Store that cannot, the ticket is checked when it is spent,
-// after the other checks.
+// ticketPeeker is a Store that can read a ticket without taking it (both
+// stores of this repository can: boltstore.Store and pgstore.Store). With
+// one, a websocket dial checks its ticket before anything else and spends
+// it only once every other check has passed; with a Store that cannot, the
+// ticket is checked when it is spent, after the other checks.
 type ticketPeeker interface {
 	PeekTicket(ctx context.Context, hash [32]byte) (Ticket, error)
 }

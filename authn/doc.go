@@ -60,9 +60,11 @@
 // In idp and hosted modes a user is keyed by its tenant and user claim, so
 // the same oid in two tenants is two users.
 //
-// The websocket checks, in order: the Origin (403; scheme, host and port
-// must equal an entry of CORS_ALLOWED_ORIGINS, or the host the request's
-// own), the one credential (401/403/503; a ticket is only looked up), the
+// The websocket checks, in order: the Origin (403; an http or https
+// origin whose scheme, host and port equal an entry of
+// CORS_ALLOWED_ORIGINS, or the request's own origin: its Host, with https
+// on a TLS listener and http otherwise, unless CORS_ALLOWED_ORIGINS lists
+// that host and port under the other scheme), the one credential (401/403/503; a ticket is only looked up), the
 // other query parameters (400: anything but ticket, access_token,
 // debug_tenant_id, debug_user_id and session_id, and so workspace_id and
 // user_id; session_id is optional and 1 to 64 of [A-Za-z0-9_-]), the

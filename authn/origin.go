@@ -27,12 +27,15 @@ func parseOrigin(s string) (origin, bool) {
 }
 
 // wsOriginAllowed is the websocket's Origin check, made before anything
-// else about a dial. Allowed: no Origin header (not a browser); "*" in
-// CORS_ALLOWED_ORIGINS; an entry of CORS_ALLOWED_ORIGINS with the same
-// scheme, host and port; or the request's own Host (as coder/websocket
-// does; on a TLS listener only with an https Origin, while behind a proxy
-// that ends TLS the scheme cannot be known here). Several Origin headers
-// are refused.
+// else about a dial. Scheme, host and port always count, and only http and
+// https origins can match. Allowed: no Origin header (not a browser); "*"
+// in CORS_ALLOWED_ORIGINS; an entry of CORS_ALLOWED_ORIGINS equal to the
+// Origin; or the request's own origin (its Host, with https on a TLS
+// listener and http otherwise), unless CORS_ALLOWED_ORIGINS lists the
+// Origin's host and port under another scheme: the operator said which
+// scheme that host uses, and behind a proxy that ends TLS and keeps Host
+// every request looks like http, so without this an http page could open
+// a socket on an https site. Several Origin headers are refused.
 func (s *Server) wsOriginAllowed(r *http.Request) bool {
 	vs := r.Header.Values("Origin")
 	if len(vs) == 0 {
@@ -45,18 +48,39 @@ func (s *Server) wsOriginAllowed(r *http.Request) bool {
 		return true
 	}
 	o, ok := parseOrigin(vs[0])
-	if !ok {
+	if !ok || (o.scheme != "http" && o.scheme != "https") {
 		return false
 	}
-	if u, err := url.Parse(vs[0]); err == nil && strings.EqualFold(u.Host, r.Host) && (r.TLS == nil || o.scheme == "https") {
-		return true
-	}
+	otherScheme := false
 	for _, c := range s.cfg.CORSAllowedOrigins {
-		if co, ok := parseOrigin(c); ok && co == o {
+		co, ok := parseOrigin(c)
+		if !ok {
+			continue
+		}
+		if co == o {
 			return true
 		}
+		if co.host == o.host && co.port == o.port {
+			otherScheme = true
+		}
 	}
-	return false
+	if otherScheme {
+		return false
+	}
+	// The request's own origin: the Host header exactly as the Origin
+	// writes its host and port, and the scheme of the listener.
+	u, err := url.Parse(vs[0])
+	return err == nil && o.scheme == requestScheme(r) && strings.EqualFold(u.Host, r.Host)
+}
+
+// requestScheme is the scheme a request was sent with as this server sees
+// it: https on a TLS listener, http otherwise. X-Forwarded-Proto is not
+// read: nothing in the runtime says which proxy to believe.
+func requestScheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // checkHandshake answers a request that is not a websocket handshake in

@@ -22,6 +22,8 @@ func TestCORS(t *testing.T) {
 	}{
 		{"https://app.example.test", "https://app.example.test"},
 		{"https://evil.example.test", ""},
+		{"http://app.example.test", ""},
+		{"https://app.example.test:8443", ""},
 	}
 	for _, tc := range cases {
 		req, _ := http.NewRequest("OPTIONS", e.http.URL+"/api/v1/auth/me", nil)

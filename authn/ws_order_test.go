@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -80,6 +81,97 @@ func TestWebSocketAuthenticatesFirst(t *testing.T) {
 			t.Errorf("%s: dial = %d %+v, want %d", tc.name, status, eb, tc.want)
 		}
 	}
+}
+
+// TestWebSocketOriginScheme: the same-origin rule compares the scheme too
+// (https on a TLS listener, http otherwise; X-Forwarded-Proto is not
+// read), only http and https origins match, and a host and port that
+// CORS_ALLOWED_ORIGINS lists under one scheme is refused under another,
+// even when the Host header matches: behind a proxy that ends TLS and
+// keeps Host, CORS_ALLOWED_ORIGINS=https://app.example.test must not admit
+// http://app.example.test.
+func TestWebSocketOriginScheme(t *testing.T) {
+	natsURL := authntest.StartNATS(t)
+	listed := newEnv(t, envOpt{mode: authn.ModeIDP, natsURL: natsURL, mutate: withCORS})
+	open := newEnv(t, envOpt{mode: authn.ModeIDP, natsURL: natsURL})
+	// The same servers on TLS listeners.
+	tlsOf := func(e *env) *httptest.Server {
+		s := httptest.NewTLSServer(e.srv)
+		t.Cleanup(s.Close)
+		return s
+	}
+	listedTLS, openTLS := tlsOf(listed), tlsOf(open)
+	tok := listed.idpToken(tidActive, nil)
+	const (
+		plain = false
+		tls   = true
+	)
+	cases := []struct {
+		name        string
+		e           *env
+		tls         bool
+		host        string
+		origin      string
+		forwardedTo string // X-Forwarded-Proto, ignored
+		want        int
+	}{
+		// CORS_ALLOWED_ORIGINS=https://app.example.test, behind a proxy that
+		// ends TLS and keeps Host (the runtime sees http).
+		{"proxy: the listed origin", listed, plain, "app.example.test", "https://app.example.test", "", 101},
+		{"proxy: listed host over http", listed, plain, "app.example.test", "http://app.example.test", "", 403},
+		{"proxy: listed host over http, X-Forwarded-Proto http", listed, plain, "app.example.test", "http://app.example.test", "http", 403},
+		{"proxy: listed host over http in capitals", listed, plain, "app.example.test", "HTTP://APP.EXAMPLE.TEST", "", 403},
+		{"proxy: listed host with scheme foo", listed, plain, "app.example.test", "foo://app.example.test", "", 403},
+		{"proxy: listed host with scheme ws", listed, plain, "app.example.test", "ws://app.example.test", "", 403},
+		{"proxy: unlisted host, same origin", listed, plain, "other.example.test", "http://other.example.test", "", 101},
+		{"proxy: listed host on an unlisted port, same origin", listed, plain, "app.example.test:8080", "http://app.example.test:8080", "", 101},
+		{"TLS: the listed origin", listed, tls, "app.example.test", "https://app.example.test", "", 101},
+		{"TLS: listed host over http", listed, tls, "app.example.test", "http://app.example.test", "", 403},
+
+		// No CORS_ALLOWED_ORIGINS: only the request's own origin.
+		{"plain: same origin", open, plain, "app.example.test", "http://app.example.test", "", 101},
+		{"plain: same origin in capitals", open, plain, "app.example.test", "HTTP://App.Example.Test", "", 101},
+		{"plain: same host over https", open, plain, "app.example.test", "https://app.example.test", "", 403},
+		{"plain: same host over https, X-Forwarded-Proto https", open, plain, "app.example.test", "https://app.example.test", "https", 403},
+		{"plain: same host with scheme ws", open, plain, "app.example.test", "ws://app.example.test", "", 403},
+		{"plain: same host with scheme foo", open, plain, "app.example.test", "foo://app.example.test", "", 403},
+		{"plain: explicit default port", open, plain, "app.example.test", "http://app.example.test:80", "", 403},
+		{"plain: Host on another port", open, plain, "app.example.test:8080", "http://app.example.test", "", 403},
+		{"plain: another host", open, plain, "app.example.test", "http://evil.example.test", "", 403},
+		{"TLS: same origin", open, tls, "app.example.test", "https://app.example.test", "", 101},
+		{"TLS: same host over http", open, tls, "app.example.test", "http://app.example.test", "", 403},
+		{"TLS: explicit default port", open, tls, "app.example.test", "https://app.example.test:443", "", 403},
+	}
+	for _, tc := range cases {
+		u, client := tc.e.wsURL("session_id=s"), http.DefaultClient
+		if tc.tls {
+			s := map[*env]*httptest.Server{listed: listedTLS, open: openTLS}[tc.e]
+			u, client = "wss"+strings.TrimPrefix(s.URL, "https")+"/api/v1/ws/execution?session_id=s", s.Client()
+		}
+		h := http.Header{"Authorization": {"Bearer " + tok}, "Origin": {tc.origin}}
+		if tc.forwardedTo != "" {
+			h.Set("X-Forwarded-Proto", tc.forwardedTo)
+		}
+		if got := dialWith(t, u, &websocket.DialOptions{HTTPClient: client, HTTPHeader: h, Host: tc.host}); got != tc.want {
+			t.Errorf("%s: dial with Host %s, Origin %s = %d, want %d", tc.name, tc.host, tc.origin, got, tc.want)
+		}
+	}
+}
+
+// dialWith dials with opts and returns the status (101 when upgraded).
+func dialWith(t *testing.T, u string, opts *websocket.DialOptions) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, u, opts)
+	if err == nil {
+		c.Close(websocket.StatusNormalClosure, "")
+		return http.StatusSwitchingProtocols
+	}
+	if resp == nil {
+		t.Fatalf("dial %s: %v", u, err)
+	}
+	return resp.StatusCode
 }
 
 // handshake is a websocket handshake's headers, to send with send().

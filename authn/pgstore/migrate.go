@@ -168,9 +168,12 @@ func Grants(role string) []string {
 
 // Grant gives role (the one DATABASE_URL logs in as) the privileges of
 // Grants on the migrated schema, through the owner's url. The role must
-// exist; granting twice is harmless.
+// exist; granting twice is harmless. The grants run in one transaction
+// under the migrators' advisory lock, so runtimes starting together (each
+// granting through DATABASE_ADMIN_URL) and a migrator wait for each other
+// instead of colliding on the catalog.
 func Grant(ctx context.Context, url, role string) error {
-	if !rolePattern.MatchString(role) {
+	if !ValidRole(role) {
 		return fmt.Errorf("role name %q must be lower-case letters, digits and '_'", role)
 	}
 	db, err := openDB(url)
@@ -178,12 +181,38 @@ func Grant(ctx context.Context, url, role string) error {
 		return err
 	}
 	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLock)); err != nil {
+		return err
+	}
 	for _, g := range Grants(role) {
-		if _, err := db.ExecContext(ctx, g); err != nil {
+		if _, err := tx.ExecContext(ctx, g); err != nil {
 			return fmt.Errorf("%s: %w", g, err)
 		}
 	}
-	return nil
+	return tx.Commit()
+}
+
+// ValidRole reports a role name Grant accepts: lower-case letters, digits
+// and '_', as an unquoted SQL identifier names it.
+func ValidRole(role string) bool { return rolePattern.MatchString(role) }
+
+// Role returns the role the database at url logs in as (current_user).
+func Role(ctx context.Context, url string) (string, error) {
+	db, err := openDB(url)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var role string
+	if err := db.QueryRowContext(ctx, `SELECT current_user`).Scan(&role); err != nil {
+		return "", fmt.Errorf("read the database role: %w", err)
+	}
+	return role, nil
 }
 
 // currentVersion is the highest applied version, 0 on a fresh database.

@@ -15,7 +15,9 @@
 // hosted provider with redirect_uri /app/callback; the callback takes the
 // token from the URL fragment, keeps it in sessionStorage and lands on
 // /app/workspace, which shows GET /api/v1/auth/me, exchanges the token for a
-// websocket ticket (never a raw JWT in the websocket URL), shows the
+// websocket ticket (never a raw JWT in the websocket URL), opens the
+// execution websocket without a session_id and uses the session the server
+// makes and announces (kept for the tab, so a reload rejoins it), shows the
 // connection's state and messages, and manages provider profiles (keys are
 // write-only: the page shows only whether one is stored and its hint).
 // Sign-out, a 401, or the token's exp passing clear the session and every

@@ -16,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5"
 	"github.com/turnledger/turnledger/authn/authntest"
 	"github.com/turnledger/turnledger/authn/pgstore/pgstoretest"
 	"github.com/turnledger/turnledger/internal/checkfor"
@@ -239,5 +240,92 @@ func TestRuntimesOnPostgres(t *testing.T) {
 	}
 	if status, body := rtGet(t, baseB+"/api/v1/auth/me", bearer); status != 403 || !strings.Contains(body, "suspended") {
 		t.Errorf("GET /me after suspend = %d %s, want 403 suspended", status, body)
+	}
+}
+
+// TestRuntimeMigratesFreshDatabaseAsDocumented: on a database set up as
+// docs/runtime.md says (an owner role that is not a superuser, a runtime
+// role without superuser or BYPASSRLS, nothing else), a runtime started
+// with DATABASE_ADMIN_URL migrates the schema by itself and serves: the
+// tenant allowlist, admission, tickets and the websocket, as the runtime
+// role.
+func TestRuntimeMigratesFreshDatabaseAsDocumented(t *testing.T) {
+	db := pgstoretest.NewAsDocumented(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, u := range []string{db.AdminURL, db.RuntimeURL} {
+		c, err := pgx.Connect(ctx, u)
+		if err != nil {
+			t.Fatalf("connect as %s: %v", redactURL(u), err)
+		}
+		var super, bypass bool
+		err = c.QueryRow(ctx, "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user").Scan(&super, &bypass)
+		c.Close(context.Background())
+		if err != nil || super || bypass {
+			t.Fatalf("role of %s: superuser %v, BYPASSRLS %v, %v; want neither", redactURL(u), super, bypass, err)
+		}
+	}
+
+	jwks := authntest.NewJWKS(t)
+	key := authntest.RSAKey(t, 0)
+	jwks.PutRSA("k1", key)
+	const tid = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+	base, logs := rtStartLogs(t, []string{"--addr", "127.0.0.1:0"}, map[string]string{
+		"AUTH_MODE": "idp", "IDP_JWKS_URL": jwks.URL() + "/keys", "IDP_AUDIENCE": "api://turnledger",
+		"IDP_ISSUER_TEMPLATE": "https://login.example.test/{tenantid}/v2.0",
+		"DATABASE_URL":        db.RuntimeURL, "DATABASE_ADMIN_URL": db.AdminURL,
+	})
+	if !strings.Contains(logs.String(), "applied schema migrations [1]") {
+		t.Errorf("runtime log %q does not say it migrated", logs.String())
+	}
+	if status, body := rtGet(t, base+"/ready", nil); status != 200 || !strings.Contains(body, `"database":"ok"`) {
+		t.Errorf("GET /ready = %d %s, want 200 with the database ok", status, body)
+	}
+
+	now := time.Now()
+	tok := authntest.Sign(t, jwt.SigningMethodRS256, key, "k1", jwt.MapClaims{
+		"iss": "https://login.example.test/" + tid + "/v2.0", "aud": "api://turnledger",
+		"tid": tid, "oid": "user-1", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
+	}, nil)
+	bearer := map[string]string{"Authorization": "Bearer " + tok}
+	if status, body := rtGet(t, base+"/api/v1/auth/me", bearer); status != 403 {
+		t.Errorf("GET /me before the tenant is admitted = %d %s, want 403", status, body)
+	}
+	// The owner admits the tenant while the runtime runs.
+	if code, out := tenantsRun(t, map[string]string{"DATABASE_ADMIN_URL": db.AdminURL}, "add", "--idp-tenant-id", tid); code != 0 {
+		t.Fatalf("tenants add = %d %q", code, out)
+	}
+	if status, body := rtGet(t, base+"/api/v1/auth/me", bearer); status != 200 || !strings.Contains(body, `"user_claim":"user-1"`) {
+		t.Fatalf("GET /me = %d %s, want 200", status, body)
+	}
+	req, _ := http.NewRequest("POST", base+"/api/v1/auth/ws-ticket", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct{ Ticket string }
+	err = json.NewDecoder(resp.Body).Decode(&tr)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || err != nil {
+		t.Fatalf("POST ws-ticket = %d, %v", resp.StatusCode, err)
+	}
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/api/v1/ws/execution?ticket="+tr.Ticket, nil)
+	if err != nil {
+		t.Fatalf("dial with the ticket: %v", err)
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+
+	// A second runtime on the same database applies nothing and serves.
+	base2, logs2 := rtStartLogs(t, []string{"--addr", "127.0.0.1:0"}, map[string]string{
+		"AUTH_MODE": "idp", "IDP_JWKS_URL": jwks.URL() + "/keys", "IDP_AUDIENCE": "api://turnledger",
+		"IDP_ISSUER_TEMPLATE": "https://login.example.test/{tenantid}/v2.0",
+		"DATABASE_URL":        db.RuntimeURL, "DATABASE_ADMIN_URL": db.AdminURL,
+	})
+	if strings.Contains(logs2.String(), "applied schema migrations") {
+		t.Errorf("second runtime log %q says it migrated again", logs2.String())
+	}
+	if status, body := rtGet(t, base2+"/api/v1/auth/me", bearer); status != 200 {
+		t.Errorf("GET /me on the second runtime = %d %s, want 200", status, body)
 	}
 }

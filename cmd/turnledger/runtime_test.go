@@ -78,7 +78,13 @@ func TestRuntimeGuardrails(t *testing.T) {
 			"turnledger runtime: AUTH_MODE must be dev, idp or hosted, not \"saml\"",
 		}},
 		{"unknown database scheme", map[string]string{"DATABASE_URL": "mysql://u@localhost/db"}, []string{
-			"turnledger runtime: DATABASE_URL scheme \"mysql\" is not supported; use postgres://…, bolt:<path> or a file path",
+			"turnledger runtime: DATABASE_URL scheme \"mysql\" is not supported; use postgres://…, bolt:<path> or a file path (a file whose name starts with a word and a colon: bolt:<name> or ./<name>)",
+		}},
+		{"postgres URL with one slash", map[string]string{"DATABASE_URL": "postgres:/u@localhost/db"}, []string{
+			"turnledger runtime: DATABASE_URL is a PostgreSQL address this runtime cannot read: write postgres://[user[:password]@]host[:port]/dbname, the scheme in lower case followed by //, without white space around it",
+		}},
+		{"keyword/value connection string", map[string]string{"DATABASE_URL": "host=localhost dbname=turnledger password=secret"}, []string{
+			"turnledger runtime: DATABASE_URL looks like a keyword/value connection string (host=… dbname=…); write it as a URL, postgres://user@host:port/dbname?sslmode=…, or name a bbolt file with bolt:<path>",
 		}},
 	}
 	for _, tc := range cases {
@@ -252,7 +258,14 @@ func TestResolveDB(t *testing.T) {
 		{"", "bolt:///var/lib/rt.db", runtimeDB{path: "/var/lib/rt.db"}},
 		{"", "bolt:data/rt.db", runtimeDB{path: "data/rt.db"}},
 		{"", "bolt://data/rt.db", runtimeDB{path: "data/rt.db"}},
+		{"", "bolt:postgres:/x", runtimeDB{path: "postgres:/x"}},
+		{"", "bolt:host=a.db", runtimeDB{path: "host=a.db"}},
 		{"", "/srv/rt.db", runtimeDB{path: "/srv/rt.db"}},
+		{"", "./postgres:x.db", runtimeDB{path: "./postgres:x.db"}},
+		{"", "/srv/host=a dbname=b.db", runtimeDB{path: "/srv/host=a dbname=b.db"}},
+		{"", "./host=a dbname=b.db", runtimeDB{path: "./host=a dbname=b.db"}},
+		{"", "data/rt-2026=01.db", runtimeDB{path: "data/rt-2026=01.db"}},
+		{"", "1:2.db", runtimeDB{path: "1:2.db"}},
 		{"", "postgres://rt@db/turnledger", runtimeDB{url: "postgres://rt@db/turnledger"}},
 		{"postgresql://rt@db/x", "bolt:/ignored.db", runtimeDB{url: "postgresql://rt@db/x"}},
 	}
@@ -262,9 +275,24 @@ func TestResolveDB(t *testing.T) {
 			t.Errorf("resolveDB(%q, %q) = %+v, %v, want %+v", tc.flag, tc.url, got, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"mysql://x", "bolt:", "Postgres://x/y"} {
-		if _, err := resolveDB("", bad, "DATABASE_URL"); err == nil {
-			t.Errorf("resolveDB(%q) = nil error, want one", bad)
+	// A database address is never a file name: whatever looks like a URL
+	// (a scheme and a colon) or a keyword/value connection string is
+	// PostgreSQL when it is postgres:// or postgresql://, and refused
+	// otherwise.
+	for _, bad := range []string{
+		"mysql://x", "bolt:", "bolt://", "Postgres://x/y", "POSTGRESQL://x/y",
+		"postgres:/x", "postgres:x", "postgresql:/db", "postgresql:x", "postgres:", "Bolt:x.db",
+		"mysql:x", "sqlite:rt.db", "file:rt.db", "file:///srv/rt.db", "s3+https:bucket", "a.b-c:x",
+		" postgres://rt@db/x", "\tpostgres:/x",
+		"host=db dbname=turnledger", "dbname=turnledger", "host=/var/run/postgresql",
+		"user=rt password=secret host=db", "HOST=db", "sslmode = disable",
+		"foo=1 bar=2", "service=turnledger", "rt host=a.db",
+	} {
+		if got, err := resolveDB("", bad, "DATABASE_URL"); err == nil {
+			t.Errorf("resolveDB(%q) = %+v, nil error, want one", bad, got)
+		}
+		if got, err := resolveDB(bad, "", "DATABASE_URL"); err == nil {
+			t.Errorf("resolveDB(--db %q) = %+v, nil error, want one", bad, got)
 		}
 	}
 }

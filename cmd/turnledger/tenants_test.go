@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,5 +85,30 @@ func TestTenantsCommand(t *testing.T) {
 	}
 	if code, out, _ := run("list"); code != 0 || !strings.Contains(out, "IDP_TENANT_ID") || !strings.Contains(out, "suspended") {
 		t.Errorf("tenants list = %d %q", code, out)
+	}
+}
+
+// TestTenantsNeverWritesAnAddress: `tenants add` with a database address
+// that is not a postgres:// URL fails and writes nothing where a bbolt
+// path would have gone.
+func TestTenantsNeverWritesAnAddress(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, addr := range []string{"postgres:/rt@db/x", "postgresql:x", "mysql://db/x", "host=db dbname=x", "dbname=x"} {
+		for _, env := range []map[string]string{nil, {"DATABASE_ADMIN_URL": addr}, {"DATABASE_URL": addr}} {
+			args := []string{"add", "--idp-tenant-id", "acme"}
+			if env == nil {
+				args = append(args, "--db", addr)
+			}
+			var out, errb bytes.Buffer
+			err := tenantsMain(context.Background(), args, rtEnv(env), time.Now, &out, &errb)
+			var ec exitCoder
+			if !errors.As(err, &ec) || ec.ExitCode() != 1 {
+				t.Errorf("tenants %v with %v = %v, want exit status 1", args, env, err)
+			}
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("tenants wrote %v into the working directory", entries)
 	}
 }

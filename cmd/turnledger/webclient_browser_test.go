@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -76,12 +77,19 @@ func apiRequests(reqs []string) []string {
 	return out
 }
 
+// wsSessionID is the form of a session id the server makes.
+var wsSessionID = regexp.MustCompile(`^[A-Za-z0-9_-]{22}$`)
+
 // TestWebClientInChromium: sign up through the dev issuer, land on
-// /app/workspace, see the identity, the websocket connected through a ticket,
-// save a profile and see its key masked; sign out and find the cached data
-// gone: storage empty, no request for it afterwards.
+// /app/workspace, see the identity, the websocket connected through a ticket
+// on a session of the tab's own (made by the server, kept across a reload,
+// a new one after signing in again), save a profile and see its key masked;
+// sign out and find the cached data gone: storage empty, no request for it
+// afterwards. The token lives 30 days, longer than setTimeout's longest
+// delay (2^31-1 ms, about 24.8 days): the page must not take that for an
+// expiry and sign out at once.
 func TestWebClientInChromium(t *testing.T) {
-	base := hostedPair(t, time.Hour)
+	base := hostedPair(t, 30*24*time.Hour)
 	b := browsertest.Start(t, browsertest.Options{})
 	signUp(t, b, base, "ada@example.com")
 
@@ -111,8 +119,14 @@ func TestWebClientInChromium(t *testing.T) {
 			t.Errorf("request %q carries a token", r)
 		}
 	}
-	if len(ws) != 1 || !strings.Contains(ws[0], "/api/v1/ws/execution?session_id=workspace&ticket=wst_") {
-		t.Errorf("websockets opened = %v, want one with a ticket", ws)
+	// The first dial names no session: the server makes one and announces
+	// it, and the page uses that one.
+	if len(ws) != 1 || !strings.Contains(ws[0], "/api/v1/ws/execution?ticket=wst_") {
+		t.Errorf("websockets opened = %v, want one with a ticket and no session_id", ws)
+	}
+	sid := b.Text(t, "#ws-session")
+	if !wsSessionID.MatchString(sid) {
+		t.Errorf("session shown = %q, want one made by the server", sid)
 	}
 
 	// A message goes through the websocket and comes back on the session.
@@ -120,6 +134,25 @@ func TestWebClientInChromium(t *testing.T) {
 	b.WaitVisible(t, "#messages li")
 	if got := b.Text(t, "#messages li"); !strings.Contains(got, "hello") {
 		t.Errorf("message shown = %q, want hello", got)
+	}
+	if got := b.Location(t); got != base+"/app/workspace" {
+		t.Errorf("with a 30-day token the page went to %s, want it to stay on %s/app/workspace", got, base)
+	}
+
+	// A reload rejoins the tab's session.
+	b.Navigate(t, base+"/app/workspace")
+	b.WaitVisible(t, "#ws-state.state-connected")
+	if got := b.Text(t, "#ws-session"); got != sid {
+		t.Errorf("session after a reload = %q, want %q", got, sid)
+	}
+	var rejoined []string
+	for _, r := range b.Requests() {
+		if strings.HasPrefix(r, "WS ") {
+			rejoined = append(rejoined, r)
+		}
+	}
+	if len(rejoined) != 2 || !strings.Contains(rejoined[1], "/api/v1/ws/execution?session_id="+sid+"&ticket=wst_") {
+		t.Errorf("websockets opened = %v, want the second on session %s", rejoined, sid)
 	}
 
 	// Save a profile: the key is write-only and shown masked.
@@ -174,6 +207,10 @@ func TestWebClientInChromium(t *testing.T) {
 	b.WaitVisible(t, `#profiles tr[data-provider="openai"]`)
 	if got := userID(); got != firstUser {
 		t.Errorf("user id after signing in again = %s, want %s", got, firstUser)
+	}
+	// The session went with the sign-out: a new one is made.
+	if got := b.Text(t, "#ws-session"); !wsSessionID.MatchString(got) || got == sid {
+		t.Errorf("session after signing in again = %q, want a new one (not %q)", got, sid)
 	}
 }
 

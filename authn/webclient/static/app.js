@@ -6,6 +6,14 @@
   const cfg = window.TURNLEDGER_CONFIG;
   const SESSION = "turnledger.session";
   const CACHE = "turnledger.cache.";
+  // The execution session this tab uses: made by the server on the first
+  // dial and known only to this tab (sessionStorage is per tab; a tab
+  // duplicated by the browser copies it), so a reload rejoins it. Cleared
+  // with the rest.
+  const WS_SESSION = "turnledger.ws-session";
+  // setTimeout's longest delay (2^31-1 ms, about 24.8 days): a longer one
+  // overflows and fires at once.
+  const MAX_TIMEOUT = 2147483647;
   const root = document.getElementById("root");
 
   // Everything that must stop at sign-out: requests in flight, the socket,
@@ -115,14 +123,24 @@
     location.replace("/app/workspace");
   }
 
+  // armExpiry signs out when exp (seconds) passes. A token that lives
+  // longer than setTimeout's longest delay gets a timer of that delay,
+  // re-armed with what is left each time it fires.
+  function armExpiry(exp) {
+    const left = exp * 1000 - Date.now();
+    if (left <= 0) { signOut("expired"); return; }
+    live.timer = setTimeout(() => armExpiry(exp), Math.min(left, MAX_TIMEOUT));
+  }
+
   function workspace() {
     const s = session();
     if (!s) { clearAll(); location.replace("/app/"); return; }
-    live.timer = setTimeout(() => signOut("expired"), s.exp * 1000 - Date.now());
+    armExpiry(s.exp);
     document.addEventListener("visibilitychange", () => { if (!session() && !live.ended) signOut("expired"); });
 
     const identity = el("dl", { id: "identity" });
     const wsState = el("span", { id: "ws-state" }, "connecting");
+    const wsSession = el("code", { id: "ws-session" });
     const messages = el("ul", { id: "messages" });
     const profiles = el("tbody", { id: "profiles" });
     const profileError = el("p", { id: "profile-error", class: "error" });
@@ -137,7 +155,7 @@
     root.replaceChildren(
       el("header", {}, el("strong", {}, "turnledger"), el("button", { id: "sign-out", onclick: () => signOut("signed-out") }, "Sign out")),
       el("section", {}, el("h2", {}, "Identity"), identity),
-      el("section", {}, el("h2", {}, "Execution websocket: ", wsState), messages,
+      el("section", {}, el("h2", {}, "Execution websocket: ", wsState), el("p", {}, "Session: ", wsSession), messages,
         el("form", { id: "send-form", onsubmit: (e) => {
           e.preventDefault();
           if (live.socket && live.socket.readyState === WebSocket.OPEN && msgInput.value) {
@@ -182,10 +200,27 @@
         const t = await api("POST", "/api/v1/auth/ws-ticket");
         if (live.ended) return;
         const proto = location.protocol === "https:" ? "wss:" : "ws:";
-        const ws = new WebSocket(proto + "//" + location.host + "/api/v1/ws/execution?session_id=workspace&ticket=" + encodeURIComponent(t.ticket));
+        // Without a session of its own yet, the tab sends no session_id:
+        // the server makes one and announces it in the first message.
+        let sid = sessionStorage.getItem(WS_SESSION);
+        let q = "ticket=" + encodeURIComponent(t.ticket);
+        if (sid) q = "session_id=" + encodeURIComponent(sid) + "&" + q;
+        const ws = new WebSocket(proto + "//" + location.host + "/api/v1/ws/execution?" + q);
         live.socket = ws;
-        ws.onopen = () => { wsState.textContent = "connected"; wsState.className = "state-connected"; };
-        ws.onmessage = (m) => { messages.append(el("li", {}, m.data)); };
+        const ready = () => { wsSession.textContent = sid; wsState.textContent = "connected"; wsState.className = "state-connected"; };
+        ws.onopen = () => { if (sid) ready(); };
+        ws.onmessage = (m) => {
+          if (!sid) {
+            let first = null;
+            try { first = JSON.parse(m.data); } catch (e) { /* not the announcement */ }
+            if (!first || first.kind !== "session" || typeof first.session_id !== "string") { ws.close(); return; }
+            sid = first.session_id;
+            if (!live.ended) sessionStorage.setItem(WS_SESSION, sid);
+            ready();
+            return;
+          }
+          messages.append(el("li", {}, m.data));
+        };
         ws.onclose = (c) => { wsState.textContent = "closed (" + c.code + ")"; wsState.className = "state-closed"; };
       } catch (e) {
         if (!live.ended) { wsState.textContent = "failed: " + e.message; wsState.className = "state-closed"; }
