@@ -18,6 +18,20 @@ func crash(t *testing.T, s *Store) {
 	}
 }
 
+// writtenUnder makes a projection file at path with a registration, written
+// without fsync under boot, and returns the store and the events.
+func writtenUnder(t *testing.T, path, boot string) (*Store, *events) {
+	t.Helper()
+	l := newEvents()
+	l.register("w", "worker", 2, "summarize")
+	s, err := openBoot(t, path, boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, s, l.recs)
+	return s, l
+}
+
 func openBoot(t *testing.T, path, boot string) (*Store, error) {
 	t.Helper()
 	cfg := testConfig()
@@ -58,15 +72,8 @@ func TestUnsyncedFileSurvivesAProcessCrash(t *testing.T) {
 // boot it was written under is refused under another boot (ErrDamaged), and
 // OpenHealing moves it aside and opens an empty one, to be rebuilt.
 func TestUnsyncedFileAfterAMachineCrashIsRebuilt(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "projections.db")
-	l := newEvents()
-	l.register("w", "worker", 2, "summarize")
-	s, err := openBoot(t, path, "boot-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustApply(t, s, l.recs)
+	path := filepath.Join(t.TempDir(), "projections.db")
+	s, _ := writtenUnder(t, path, "boot-a")
 	crash(t, s)
 
 	for _, boot := range []string{"boot-b", ""} { // "" reads this machine's boot id, never "boot-a"
@@ -99,13 +106,7 @@ func TestUnsyncedFileAfterAMachineCrashIsRebuilt(t *testing.T) {
 // mark, so the next boot, or a Store that syncs every commit, opens it.
 func TestUnsyncedFileClosedCleanlyOpensUnderAnyBoot(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "projections.db")
-	l := newEvents()
-	l.register("w", "worker", 2, "summarize")
-	s, err := openBoot(t, path, "boot-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustApply(t, s, l.recs)
+	s, l := writtenUnder(t, path, "boot-a")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -75,20 +75,5 @@ func (s *Store) TurnAt(ctx context.Context, project, turnID string, seq uint64) 
 // the commit (WaitFor) of at least the project's last ledger_seq, so the
 // client's next request still reads its write.
 func (s *Store) WaitFolded(ctx context.Context, seq uint64) error {
-	for {
-		s.mu.Lock()
-		folded, ch, closed := s.folded, s.foldedCh, s.closed
-		s.mu.Unlock()
-		if folded >= seq {
-			return nil
-		}
-		if closed {
-			return ErrClosed
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.waitUntil(ctx, seq, func() (uint64, chan struct{}) { return s.folded, s.foldedCh })
 }

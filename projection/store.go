@@ -181,11 +181,19 @@ func (s *Store) Checkpoint() uint64 {
 // or ErrClosed when the store closes first. It waits on a notification from
 // Apply, not by polling.
 func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
+	return s.waitUntil(ctx, seq, func() (uint64, chan struct{}) { return s.checkpoint, s.changed })
+}
+
+// waitUntil returns once the mark that at returns (under s.mu, with the
+// channel closed when it advances) is at least seq, or with ctx's error, or
+// ErrClosed when the store closes first.
+func (s *Store) waitUntil(ctx context.Context, seq uint64, at func() (uint64, chan struct{})) error {
 	for {
 		s.mu.Lock()
-		cp, ch, closed := s.checkpoint, s.changed, s.closed
+		mark, ch := at()
+		closed := s.closed
 		s.mu.Unlock()
-		if cp >= seq {
+		if mark >= seq {
 			return nil
 		}
 		if closed {
