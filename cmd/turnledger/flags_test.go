@@ -14,6 +14,7 @@ var subcommandsWithFlags = [][]string{
 	{"serve"}, {"replay"}, {"runtime"}, {"tenants", "list"}, {"tenants", "add"}, {"monitor"},
 	{"catalogue"}, {"catalogue", "hash-key"}, {"catalogue", "new-key"},
 	{"deployconfig", "schema"}, {"deployconfig", "validate"},
+	{"feed", "tail"}, {"turns", "list"}, {"turns", "show"}, {"agents", "list"}, {"bench"},
 }
 
 func TestUnknownFlagIsReportedOnce(t *testing.T) {
