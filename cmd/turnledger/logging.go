@@ -10,7 +10,8 @@ import (
 	"strings"
 )
 
-// logOptions are the logger flags every service (serve, runtime, monitor)
+// logOptions are the logger flags every service (serve, runtime, monitor,
+// catalogue)
 // takes: --log-format text|json and --log-level debug|info|warn|error.
 type logOptions struct {
 	format string
