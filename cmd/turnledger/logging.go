@@ -11,8 +11,8 @@ import (
 )
 
 // logOptions are the logger flags every service (serve, runtime, monitor,
-// catalogue)
-// takes: --log-format text|json and --log-level debug|info|warn|error.
+// catalogue) takes: --log-format text|json and --log-level
+// debug|info|warn|error.
 type logOptions struct {
 	format string
 	level  string
