@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -260,10 +261,35 @@ func TestCatalogueTakesTheLoggerFlags(t *testing.T) {
 		}
 	}
 
-	// 192.0.2.7 (TEST-NET-1) is no address of this machine: the listen fails
-	// after the warning, so the test listens on nothing beyond loopback.
-	code, _, errOut := runTurnledger(t, "catalogue", "--addr", "192.0.2.7:0")
-	if code != 1 || !strings.Contains(errOut, `level=WARN msg="listening beyond loopback`) || !strings.Contains(errOut, "addr=192.0.2.7:0") {
-		t.Errorf("catalogue --addr 192.0.2.7:0 = exit %d, stderr %q; want exit 1 after a warning about listening beyond loopback", code, errOut)
+	// An address of the documentation ranges that is no address of this
+	// machine: the listen fails after the warning, so the test listens on
+	// nothing beyond loopback.
+	addr := net.JoinHostPort(notThisMachine(t), "0")
+	code, _, errOut := runTurnledger(t, "catalogue", "--addr", addr)
+	if code != 1 || !strings.Contains(errOut, `level=WARN msg="listening beyond loopback`) || !strings.Contains(errOut, "addr="+addr) {
+		t.Errorf("catalogue --addr %s = exit %d, stderr %q; want exit 1 after a warning about listening beyond loopback", addr, code, errOut)
 	}
+}
+
+// notThisMachine returns an IPv4 address of the documentation ranges (RFC
+// 5737) that no interface of this machine has.
+func notThisMachine(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, candidate := range []string{"192.0.2.7", "198.51.100.7", "203.0.113.7", "192.0.2.201", "198.51.100.201", "203.0.113.201"} {
+		ip, mine := net.ParseIP(candidate), false
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+				mine = true
+			}
+		}
+		if !mine {
+			return candidate
+		}
+	}
+	t.Fatalf("every candidate address is one of this machine's: %v", addrs)
+	return ""
 }
