@@ -20,8 +20,11 @@
 //
 // Beyond the routes: ClaimTurn long-polls (wait), a Worker claims Turns and
 // runs a handler with automatic claim renewal, cancellation and graceful
-// shutdown, and Follow iterates over a feed through its event stream,
-// reconnecting from the last ledger_seq seen.
+// shutdown (its claims, renewals, records and finishes are retried with
+// their Idempotency-Key; a claim refused for good, such as a revoked
+// credential's 401, ends Worker.Run with that *Error), and Follow iterates
+// over a feed through its event stream, reconnecting from the last
+// ledger_seq seen.
 package client
 
 import (
@@ -143,7 +146,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		return false, fmt.Errorf("client: %s %s: read body: %w", method, path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return false, errorFrom(resp.StatusCode, data)
+		return false, errorFrom(resp.StatusCode, resp.Header, data)
 	}
 	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
 		return true, nil

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // Error is a request the service refused: the HTTP status and the error
@@ -13,6 +15,9 @@ type Error struct {
 	Status  int    // HTTP status
 	Name    string `json:"error"`   // e.g. "ConflictError"
 	Message string `json:"message"` // for people
+	// RetryAfter is the service's Retry-After (sent with 503 and 429): how
+	// long to wait before trying again; 0 when it sent none.
+	RetryAfter time.Duration `json:"-"`
 }
 
 func (e *Error) Error() string {
@@ -39,8 +44,8 @@ var (
 
 // errorFrom decodes an error response; a body that is not the error shape
 // still gives an Error with the status.
-func errorFrom(status int, body []byte) error {
-	e := &Error{Status: status}
+func errorFrom(status int, header http.Header, body []byte) error {
+	e := &Error{Status: status, RetryAfter: retryAfter(header.Get("Retry-After"))}
 	if json.Unmarshal(body, e) != nil || e.Name == "" {
 		e.Name = http.StatusText(status)
 		e.Message = string(body)
@@ -50,4 +55,18 @@ func errorFrom(status int, body []byte) error {
 	}
 	e.Status = status
 	return e
+}
+
+// retryAfter reads a Retry-After value: delay-seconds or an HTTP date.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
 }

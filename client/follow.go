@@ -40,7 +40,7 @@ func (f Feed) String() string { return f.path }
 // through its event stream (Server-Sent Events). When the connection drops
 // it reconnects with Last-Event-ID set to the last ledger_seq it yielded, so
 // no event is skipped or repeated; it waits a little longer after each
-// failed attempt (from 100ms up to 5s). The iteration ends when ctx ends
+// failed attempt (from 100ms up to 5s, or the server's Retry-After). The iteration ends when ctx ends
 // (without an error), when the loop breaks, or with an error that retrying
 // cannot mend: an *Error the server answered (401, 403, 404, 422: bad
 // credentials, no access, no such Turn or agent, a bad cursor), also when a
@@ -61,7 +61,7 @@ func (c *Client) Follow(ctx context.Context, feed Feed, after uint64) iter.Seq2[
 			if progressed {
 				backoff = 100 * time.Millisecond
 			}
-			t := time.NewTimer(backoff)
+			t := time.NewTimer(pause(err, backoff))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -102,7 +102,7 @@ func (c *Client) stream(ctx context.Context, feed Feed, after *uint64, yield fun
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-		return false, errorFrom(resp.StatusCode, data)
+		return false, errorFrom(resp.StatusCode, resp.Header, data)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		return false, &Error{Status: resp.StatusCode, Name: "UnexpectedResponse", Message: "the feed answered " + ct + ", not an event stream"}

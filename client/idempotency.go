@@ -63,8 +63,9 @@ func Retryable(err error) bool {
 }
 
 // retryKeyed calls op with ctx carrying one idempotency key, again after
-// delay (doubling up to 5s) while it fails with a Retryable error, at most
-// attempts times (0: until ctx ends).
+// delay (doubling up to 5s; longer when the service asks with Retry-After)
+// while it fails with a Retryable error, at most attempts times (0: until ctx
+// ends).
 func retryKeyed(ctx context.Context, attempts int, delay time.Duration, op func(ctx context.Context) error) error {
 	ctx = WithIdempotencyKey(ctx, NewIdempotencyKey())
 	for n := 1; ; n++ {
@@ -72,7 +73,7 @@ func retryKeyed(ctx context.Context, attempts int, delay time.Duration, op func(
 		if !Retryable(err) || (attempts > 0 && n >= attempts) {
 			return err
 		}
-		t := time.NewTimer(delay)
+		t := time.NewTimer(pause(err, delay))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -81,4 +82,14 @@ func retryKeyed(ctx context.Context, attempts int, delay time.Duration, op func(
 		}
 		delay = min(2*delay, 5*time.Second)
 	}
+}
+
+// pause is how long to wait before trying a failed call again: delay, or the
+// service's Retry-After when it asks for longer.
+func pause(err error, delay time.Duration) time.Duration {
+	var ce *Error
+	if errors.As(err, &ce) && ce.RetryAfter > delay {
+		return ce.RetryAfter
+	}
+	return delay
 }

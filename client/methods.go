@@ -50,7 +50,7 @@ func (c *Client) Metrics(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", errorFrom(resp.StatusCode, data)
+		return "", errorFrom(resp.StatusCode, resp.Header, data)
 	}
 	return string(data), nil
 }

@@ -72,10 +72,12 @@ type Result struct {
 }
 
 // Handler does the work of one Turn. Its context is cancelled when a stop of
-// the Turn is requested, when the claim is lost (expired and taken, or
-// fenced), or when a shutdown runs out of patience. A nil error finishes the
-// Turn with the Result; an error finishes it as failed, or as stopped when a
-// stop was requested.
+// the Turn is requested, when the claim is lost (a renewal refused: the claim
+// expired and was released, or the Turn was stopped or taken), or when a
+// shutdown runs out of patience; context.Cause(ctx) is then ErrStopRequested,
+// ErrClaimLost or ErrShutdown. A nil error finishes the Turn with the Result;
+// an error finishes it as failed, or as stopped when a stop was requested.
+// After a lost claim or a shutdown the Turn is not finished here.
 type Handler func(ctx context.Context, job *Job) (Result, error)
 
 // WorkerConfig configures a Worker.
@@ -93,9 +95,13 @@ type WorkerConfig struct {
 	// cancelled this way leaves its Turn unfinished: the claim expires and
 	// the Turn is queued again for another worker.
 	ShutdownGrace time.Duration
-	// RetryDelay is the pause after a failed claim request, and the first
-	// pause before a renew, record or finish whose answer was lost is sent
-	// again with its Idempotency-Key (default 1s).
+	// RetryDelay is the pause after a claim request that failed for a
+	// passing reason (the network, a 5xx, a 429; longer when the service
+	// sends Retry-After), and the first pause before a renew, record or
+	// finish whose answer was lost is sent again. Every one of them is sent
+	// again with its Idempotency-Key, so a retry whose first answer was lost
+	// gets that answer — the same claim — instead of deciding again
+	// (default 1s).
 	RetryDelay time.Duration
 	// PresenceInterval is how often the worker reports the agent's
 	// presence (heartbeat-presence) while it runs, so that an idle worker
@@ -151,17 +157,25 @@ func (c *Client) NewWorker(cfg WorkerConfig, h Handler) (*Worker, error) {
 	return &Worker{c: c, cfg: cfg, h: h}, nil
 }
 
-// errShutdown and errClaimLost are why a handler's context was cancelled.
+// Why a handler's context was cancelled: context.Cause(ctx) in a Handler.
 var (
-	errShutdown      = errors.New("client: worker shutting down")
-	errClaimLost     = errors.New("client: the claim was lost")
-	errStopRequested = errors.New("client: a stop of the Turn was requested")
+	ErrShutdown      = errors.New("client: the worker's shutdown grace ended")
+	ErrClaimLost     = errors.New("client: the claim was lost")
+	ErrStopRequested = errors.New("client: a stop of the Turn was requested")
 )
 
 // Run claims and runs Turns until ctx ends, then shuts down gracefully: no
 // new claims; running handlers get ShutdownGrace to finish before their
 // contexts are cancelled; Run returns once all have returned. It returns nil
-// after a shutdown, or an error when the agent's capacity cannot be read.
+// after a shutdown.
+//
+// A claim that fails for a passing reason (the network, a 5xx, a 429) is
+// retried after RetryDelay, or after the service's Retry-After, for as long
+// as Run runs. A claim the service refuses for good — a 4xx such as the 401
+// of a revoked or expired credential, a 403 or a 404 — would be refused
+// again: Run then stops claiming, shuts down as above, and returns the
+// refusal, a *Error (errors.As). It also returns an error when it cannot read
+// the agent's capacity.
 func (w *Worker) Run(ctx context.Context) error {
 	capacity := w.cfg.Capacity
 	if capacity == 0 {
@@ -184,10 +198,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		select {
 		case <-done:
 		case <-t.C:
-			cancelHard(errShutdown)
+			cancelHard(ErrShutdown)
 			<-done
 		}
 	}()
+	// Whatever ends the loop below ends the presence reports too, before
+	// the wait for the handlers above.
+	ctx, endLoop := context.WithCancel(ctx)
+	defer endLoop()
 	if w.cfg.PresenceInterval > 0 {
 		wg.Add(1)
 		go func() {
@@ -195,21 +213,31 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.presence(ctx)
 		}()
 	}
+	// One Idempotency-Key for a claim and its retries: a retry after a lost
+	// answer gets the claim that answer held, not a second Turn.
+	key := NewIdempotencyKey()
 	for ctx.Err() == nil {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return nil
 		}
-		res, err := w.c.ClaimTurn(ctx, w.cfg.Project, w.cfg.Agent, w.cfg.Wait)
+		res, err := w.c.ClaimTurn(WithIdempotencyKey(ctx, key), w.cfg.Project, w.cfg.Agent, w.cfg.Wait)
+		if err == nil {
+			key = NewIdempotencyKey() // answered: the next claim is a new one
+		}
 		if err != nil || res == nil {
 			<-slots
 			if ctx.Err() != nil {
 				return nil
 			}
 			if err != nil {
+				if refusedForGood(err) {
+					w.cfg.Logger.Error("turnledger worker: the service refuses to give this agent work; stopping", "err", err)
+					return fmt.Errorf("client: worker: claim: %w", err)
+				}
 				w.cfg.Logger.Warn("turnledger worker: claim", "err", err)
-				t := time.NewTimer(w.cfg.RetryDelay)
+				t := time.NewTimer(pause(err, w.cfg.RetryDelay))
 				select {
 				case <-ctx.Done():
 					t.Stop()
@@ -229,11 +257,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// refusedForGood reports whether a refused request would be refused again
+// whatever the worker does: an answer of the service other than a 5xx, a 408
+// or a 429.
+func refusedForGood(err error) bool {
+	var ce *Error
+	return errors.As(err, &ce) && !retryable(ce.Status)
+}
+
 // run handles one claimed Turn.
 func (w *Worker) run(hard context.Context, res *ClaimResult) {
 	ctx, cancel := context.WithCancelCause(hard)
 	defer cancel(nil)
-	job := &Job{Claim: res.Claim, Turn: res.Turn, c: w.c, stop: func() { cancel(errStopRequested) }, delay: w.cfg.RetryDelay}
+	job := &Job{Claim: res.Claim, Turn: res.Turn, c: w.c, stop: func() { cancel(ErrStopRequested) }, delay: w.cfg.RetryDelay}
 	if res.Turn.StopRequested {
 		job.markStop()
 	}
@@ -248,10 +284,10 @@ func (w *Worker) run(hard context.Context, res *ClaimResult) {
 	<-renewDone
 	log := w.cfg.Logger.With("turn_id", res.Turn.TurnID)
 	switch {
-	case errors.Is(cause, errClaimLost):
+	case errors.Is(cause, ErrClaimLost):
 		log.Warn("turnledger worker: the claim was lost; the Turn is not finished here")
 		return
-	case errors.Is(cause, errShutdown):
+	case errors.Is(cause, ErrShutdown):
 		log.Warn("turnledger worker: shutdown cancelled the handler; the claim will expire and the Turn be queued again")
 		return
 	}
@@ -330,7 +366,6 @@ func (w *Worker) renew(ctx context.Context, job *Job, cancel context.CancelCause
 			key = NewIdempotencyKey()
 		}
 		res, err := w.c.RenewClaim(WithIdempotencyKey(ctx, key), job.claim())
-		var ce *Error
 		switch {
 		case err == nil:
 			failures = 0
@@ -342,13 +377,13 @@ func (w *Worker) renew(ctx context.Context, job *Job, cancel context.CancelCause
 			}
 		case ctx.Err() != nil:
 			return
-		case errors.As(err, &ce) && ce.Status >= 400 && ce.Status < 500:
-			cancel(errClaimLost)
+		case refusedForGood(err):
+			cancel(ErrClaimLost)
 			return
 		default:
 			failures++ // the server or the network: try again soon, until the lease runs out
 			if time.Until(job.claim().ExpiresAt) <= 0 {
-				cancel(errClaimLost)
+				cancel(ErrClaimLost)
 				return
 			}
 		}

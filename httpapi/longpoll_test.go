@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/internal/natstest"
+	"github.com/turnledger/turnledger/kernel"
 )
 
 // claimOutcome is what a (long-poll) claim request answered.
@@ -138,5 +140,59 @@ func TestClaimLongPollEnds(t *testing.T) {
 	e.api.StopWaiting()
 	if got := <-done; got.status != 200 || string(got.body) != "null" {
 		t.Errorf("waiting claim after StopWaiting = %d %s %v, want 200 null", got.status, got.body, got.err)
+	}
+}
+
+// TestClaimLongPollWokenByAnExpiredClaimReleased: an agent whose only slot is
+// held by an expired claim waits; the release of that claim — by
+// claims:reconcile-expired, or by the background reaper's round — queues the
+// Turn again and frees the slot, which wakes the waiting claim with the
+// Turn. The clock is injected: the claim expires without sleeping.
+func TestClaimLongPollWokenByAnExpiredClaimReleased(t *testing.T) {
+	for _, release := range []struct {
+		name string
+		do   func(e *env)
+	}{
+		{"claims:reconcile-expired", func(e *env) {
+			e.must(asAdmin, "POST", "/v3r1/projects/p/claims:reconcile-expired", nil, 200)
+		}},
+		{"the reaper", func(e *env) {
+			r := kernel.NewReaper(e.engine, e.store, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if n := r.Once(context.Background()); n != 1 {
+				e.t.Errorf("reaper round released %d claims, want 1", n)
+			}
+		}},
+	} {
+		t.Run(release.name, func(t *testing.T) {
+			e := newEnv(t)
+			boss := e.register("p", "boss", 1, "turns:dispatch")
+			w := e.register("p", "w", 1)
+			tv := e.dispatch(boss, "w", "k1")
+			if c := e.claim(w); c == nil || c.Turn.TurnID != tv.TurnID {
+				t.Fatalf("claim = %+v, want Turn %s", c, tv.TurnID)
+			}
+			e.clock.Advance(kernel.DefaultConfig().ClaimTTL + time.Second) // the claim has expired, but nobody released it
+
+			done := make(chan claimOutcome, 1)
+			go func() { done <- claimWith(context.Background(), e.url, w, "?wait=30s") }()
+			checkfor.Until(t, 10*time.Second, "the claim to wait", func() bool { n, _ := e.api.Waiting(); return n == 1 })
+			select {
+			case got := <-done:
+				t.Fatalf("the claim answered %d %s before the expired claim was released, want it to wait", got.status, got.body)
+			default:
+			}
+			release.do(e)
+
+			var got claimOutcome
+			select {
+			case got = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the waiting claim did not answer after the expired claim was released")
+			}
+			var c claimed
+			if got.err != nil || got.status != 200 || json.Unmarshal(got.body, &c) != nil || c.Turn.TurnID != tv.TurnID {
+				t.Fatalf("long-poll claim after the release = %d %s %v, want Turn %s again", got.status, got.body, got.err, tv.TurnID)
+			}
+		})
 	}
 }

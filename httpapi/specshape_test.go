@@ -89,6 +89,63 @@ func TestAgentSpecOneShape(t *testing.T) {
 	}
 }
 
+// TestUnknownFieldNamesItsPath: on every kind of route (engine, admin, the
+// manifest the kernel reads), an unknown field is a 422 that names the field
+// by its full path from the body, at every depth.
+func TestUnknownFieldNamesItsPath(t *testing.T) {
+	e := newEnv(t)
+	req := e.register("p1", "req", 1, "turns:dispatch")
+	w := e.register("p1", "w", 1)
+	e.dispatch(req, "w", "k1")
+	c := e.claim(w)
+	with := func(body any, change func(map[string]any)) map[string]any {
+		b, _ := json.Marshal(body)
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		change(m)
+		return m
+	}
+	spec := map[string]any{"agent_id": "new", "role": "worker"}
+	claimTok := map[string]any{"project_id": c.Claim.ProjectID, "turn_id": c.Claim.TurnID, "agent_id": c.Claim.AgentID, "token": c.Claim.Token, "expires_at": c.Claim.ExpiresAt}
+	for _, tc := range []struct {
+		name, method, path string
+		who                as
+		body               map[string]any
+		field              string
+	}{
+		{"agents:register", "POST", "/v3r1/projects/p1/agents:register", asAdmin,
+			map[string]any{"spec": with(spec, func(m map[string]any) { m["bogus"] = 1 }), "provenance": map[string]any{"kind": "test", "external_ref": "x"}}, "spec.bogus"},
+		{"agents:register provenance", "POST", "/v3r1/projects/p1/agents:register", asAdmin,
+			map[string]any{"spec": spec, "provenance": map[string]any{"kind": "test", "external_ref": "x", "extra": true}}, "provenance.extra"},
+		{"turns:dispatch requested_by", "POST", "/v3r1/projects/p1/turns:dispatch", req,
+			with(dispatchBody("p1", "req", "w", "k2", nil), func(m map[string]any) { m["requested_by"].(map[string]any)["x"] = 1 }), "requested_by.x"},
+		{"turns:dispatch authority.parent_claim", "POST", "/v3r1/projects/p1/turns:dispatch", req,
+			with(dispatchBody("p1", "req", "w", "k3", nil), func(m map[string]any) {
+				m["authority"] = map[string]any{"mode": "child_derivation", "parent_claim": with(claimTok, func(m map[string]any) { m["y"] = 1 })}
+			}), "authority.parent_claim.y"},
+		{"turns:dispatch trace", "POST", "/v3r1/projects/p1/turns:dispatch", req,
+			with(dispatchBody("p1", "req", "w", "k4", nil), func(m map[string]any) { m["trace"] = map[string]any{"trace_id": "t", "span": 1} }), "trace.span"},
+		{"claims:renew", "POST", "/v3r1/projects/p1/claims:renew", w,
+			map[string]any{"claim": with(claimTok, func(m map[string]any) { m["lease"] = 1 })}, "claim.lease"},
+		{"claims:claim at the top", "POST", "/v3r1/projects/p1/agents/w/claims:claim", w,
+			map[string]any{"agent": ref("p1", "w"), "wait": "30s"}, "wait"},
+		{"agent-credential-tokens:request", "POST", "/admin/v1/projects/p1/agent-credential-tokens:request", asAdmin,
+			map[string]any{"agent_id": "new", "spec": with(spec, func(m map[string]any) { m["bogus"] = 1 })}, "spec.bogus"},
+		{"agent-join-invites", "POST", "/admin/v1/projects/p1/agent-join-invites", asAdmin,
+			map[string]any{"agent_id": "new", "profile_kind": "byoa", "runtime_kind": "go", "spec": with(spec, func(m map[string]any) { m["capabilities"] = []string{}; m["bogus"] = 1 })}, "spec.bogus"},
+		{"agents:drain requested_by", "POST", "/v3r1/projects/p1/management/agents/w:drain", asAdmin,
+			map[string]any{"agent": ref("p1", "w"), "requested_by": with(ref("p1", "req"), func(m map[string]any) { m["x"] = 1 })}, "requested_by.x"},
+		{"work-memory report record", "POST", "/v3r1/projects/p1/agents/w/work-memory-reports", w,
+			manifest(func(m map[string]any) { record(1, m)["weight"] = 1 }), "records[1].weight"},
+	} {
+		r := e.do(tc.who, tc.method, tc.path, tc.body)
+		wantStatus(t, tc.name, r, 422, "ValidationError")
+		if msg := errorMessage(r); !strings.Contains(msg, `unknown field "`+tc.field+`"`) {
+			t.Errorf("%s: message %q does not name %s", tc.name, msg, tc.field)
+		}
+	}
+}
+
 // TestBootstrapIsOneEvent: the admin's bootstrap of a new agent registers it
 // and issues its credential with one event, so there are no two halves for a
 // crash to split.

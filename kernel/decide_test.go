@@ -484,6 +484,19 @@ func TestWorkMemoryReport(t *testing.T) {
 			t.Errorf("ParseWorkMemoryReport(%s) = %v, want %s", name, err, tc.want)
 		}
 	}
+	// An unknown field is named by its path.
+	for raw, path := range map[string]string{
+		`{"kind":"agent_work_memory_report_manifest.v1","extra":1}`:                                                     "extra",
+		`{"kind":"agent_work_memory_report_manifest.v1","records":[{"role":"n"},{"role":"n","weight":1}],"zz":1}`:       "zz",
+		`{"kind":"agent_work_memory_report_manifest.v1","records":[{"role":"n"},{"role":"n","weight":1}]}`:              "records[1].weight",
+		`{"kind":"agent_work_memory_report_manifest.v1","records":[{"role":"n","payload":{"anything":1},"b":1,"a":2}]}`: "records[0].a",
+	} {
+		_, err := ParseWorkMemoryReport([]byte(raw))
+		var ke *Error
+		if want := `unknown field "` + path + `" in the work-memory report manifest`; !errors.As(err, &ke) || ke.Kind != Validation || ke.Message != want {
+			t.Errorf("ParseWorkMemoryReport(%s) = %v, want %s %q", raw, err, Validation, want)
+		}
+	}
 	for name, tc := range map[string]struct {
 		mutate func(*WorkMemoryReport)
 		want   Kind

@@ -3,6 +3,7 @@ package kernel
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 )
 
@@ -18,6 +19,9 @@ func ParseWorkMemoryReport(raw []byte) (WorkMemoryReport, error) {
 	var r WorkMemoryReport
 	if path, ok := findKey(raw, "meta"); ok {
 		return r, invalid("the manifest must not contain meta (found at %s)", path)
+	}
+	if path, ok := unknownManifestField(raw); ok {
+		return r, invalid("unknown field %q in the work-memory report manifest", path)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -38,6 +42,46 @@ func ParseWorkMemoryReport(raw []byte) (WorkMemoryReport, error) {
 
 // manifestFields are the fields of a manifest, every one required.
 var manifestFields = []string{"kind", "request_id", "summary", "records", "final_payload", "declared_project_id", "declared_agent_id"}
+
+// recordFields are the fields of a manifest's record.
+var recordFields = []string{"role", "payload", "source_refs"}
+
+// unknownManifestField returns the path of a key the contract does not list,
+// in the manifest ("extra") or in one of its records ("records[2].weight"),
+// the first in sorted order. A manifest not shaped as objects is left to the
+// strict decoding that follows.
+func unknownManifestField(raw []byte) (string, bool) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return "", false
+	}
+	if k, ok := unknownKey(top, manifestFields); ok {
+		return k, true
+	}
+	var records []map[string]json.RawMessage
+	if json.Unmarshal(top["records"], &records) != nil {
+		return "", false
+	}
+	for i, rec := range records {
+		if k, ok := unknownKey(rec, recordFields); ok {
+			return "records[" + strconv.Itoa(i) + "]." + k, true
+		}
+	}
+	return "", false
+}
+
+func unknownKey(obj map[string]json.RawMessage, known []string) (string, bool) {
+	var unknown []string
+	for k := range obj {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return "", false
+	}
+	return slices.Min(unknown), true
+}
 
 // checkReport enforces the manifest's rules against the caller.
 func checkReport(r WorkMemoryReport, project, agent string) error {

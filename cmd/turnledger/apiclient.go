@@ -60,13 +60,12 @@ func adminTokenFor(given, dataDir string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// parseFlags parses a subcommand's flags; help prints the usage and ends.
-func parseAPIFlags(fs *flag.FlagSet, args []string) (done bool, err error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return true, nil
-		}
-		return true, fmt.Errorf("%w: %v", errUsage, err)
+// usage sets fs's usage text: the command line, what it does, the flags.
+// It writes to fs.Output(), as parseFlags expects.
+func (a *apiFlags) usage(fs *flag.FlagSet, line, what string) {
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: turnledger %s\n\n%s\n\nFlags:\n", line, what)
+		fs.PrintDefaults()
 	}
-	return false, nil
 }

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/turnledger/turnledger/catalogue"
+	"github.com/turnledger/turnledger/internal/reqlog"
 )
 
 // catalogueStdin is where `catalogue hash-key` reads the key; tests replace it.
@@ -42,6 +44,8 @@ func runCatalogue(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	data := fs.String("data", "", "catalogue file (JSON, see docs/catalogue.md); default: the embedded sample")
 	keys := fs.String("keys", "", "file of partner key hashes, one sha256:<hex> a line; default: $"+catalogueKeysEnv)
 	baseURL := fs.String("base-url", "", "absolute URL that localized paths are joined to for canonicalUrl; default: http://ADDR")
+	var logOpts logOptions
+	logOpts.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `Usage:
   turnledger catalogue [flags]          serve GET /api/public/v2/subcategories
@@ -60,6 +64,10 @@ Flags:`)
 	}
 	if fs.NArg() != 0 {
 		return &exitCodeError{code: 2, msg: fmt.Sprintf("turnledger catalogue: unexpected argument %q", fs.Arg(0))}
+	}
+	logger, err := logOpts.logger(stderr)
+	if err != nil {
+		return err
 	}
 
 	cfg := catalogue.DefaultConfig()
@@ -92,6 +100,7 @@ Flags:`)
 		return fmt.Errorf("no partner keys: give --keys FILE or set %s (make hashes with 'turnledger catalogue hash-key')", catalogueKeysEnv)
 	}
 
+	warnIfNotLoopback(logger, *addr)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
@@ -105,8 +114,17 @@ Flags:`)
 	if err != nil {
 		return err
 	}
+	// One log line per request (internal/reqlog); the partner key travels in
+	// a header, which is never logged.
+	handler := reqlog.Handler(logger, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == catalogue.Path {
+			reqlog.Route(r, catalogue.Path, "")
+		}
+		srv.ServeHTTP(w, r)
+	}))
 	hs := &http.Server{
-		Handler:           srv,
+		Handler:           handler,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

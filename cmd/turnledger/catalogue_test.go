@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/catalogue"
 	"github.com/turnledger/turnledger/internal/checkfor"
 )
@@ -22,11 +24,19 @@ var listeningLine = regexp.MustCompile(`listening on (http://[0-9.:]+)/`)
 // port and returns its base URL; the server stops at the end of the test.
 func startCatalogue(t *testing.T, args ...string) string {
 	t.Helper()
+	base, _ := startCatalogueLogged(t, args...)
+	return base
+}
+
+// startCatalogueLogged is startCatalogue that also returns what the server
+// writes to stderr.
+func startCatalogueLogged(t *testing.T, args ...string) (string, *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	stderr := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- runCatalogue(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), io.Discard, &stderr)
+		done <- runCatalogue(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), io.Discard, stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -48,7 +58,7 @@ func startCatalogue(t *testing.T, args ...string) string {
 		}
 		return false
 	})
-	return base
+	return base, stderr
 }
 
 func fetchListing(t *testing.T, url, key string) (int, []byte) {
@@ -190,4 +200,96 @@ func TestCatalogueSamplePrintsAUsableFile(t *testing.T) {
 	if code != 0 || err != nil || len(c.Cities) != 7 {
 		t.Errorf("catalogue sample = exit %d, Parse error %v; want 0 and a catalogue of 7 cities", code, err)
 	}
+}
+
+// TestCatalogueTakesTheLoggerFlags: the catalogue writes one line per
+// request (method, route, status, never the partner key or the query) in the
+// format and from the level its flags say, as serve does, and warns when it
+// is told to listen beyond loopback.
+func TestCatalogueTakesTheLoggerFlags(t *testing.T) {
+	t.Setenv(catalogueKeysEnv, catalogue.HashKey("k-secret-partner-key").String())
+	base, stderr := startCatalogueLogged(t, "--log-format", "json")
+	fetchListing(t, base+catalogue.Path+"?cityCode=PARIS&secret_query=never-logged", "k-secret-partner-key")
+	fetchListing(t, base+catalogue.Path+"?cityCode=PARIS", "k-wrong-partner-key")
+	fetchListing(t, base+"/no/such/path", "k-secret-partner-key")
+	type line struct {
+		Level   string `json:"level"`
+		Msg     string `json:"msg"`
+		Method  string `json:"method"`
+		Route   string `json:"route"`
+		Status  int    `json:"status"`
+		Project string `json:"project"`
+	}
+	var got []line
+	checkfor.Until(t, 5*time.Second, "three request lines", func() bool {
+		got = nil
+		for _, l := range strings.Split(stderr.String(), "\n") {
+			var v line
+			if json.Unmarshal([]byte(l), &v) == nil && v.Msg == "request" {
+				got = append(got, v)
+			}
+		}
+		return len(got) >= 3
+	})
+	want := []line{
+		{"INFO", "request", "GET", catalogue.Path, 200, ""},
+		{"INFO", "request", "GET", catalogue.Path, 401, ""},
+		{"INFO", "request", "GET", "(no route)", 404, ""},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("catalogue --log-format json request lines (-want +got):\n%s\n%s", diff, stderr.String())
+	}
+	for _, secret := range []string{"k-secret-partner-key", "k-wrong-partner-key", "never-logged"} {
+		if strings.Contains(stderr.String(), secret) {
+			t.Errorf("the catalogue's log holds %q:\n%s", secret, stderr.String())
+		}
+	}
+
+	base, stderr = startCatalogueLogged(t, "--log-level", "warn")
+	// The second request is served on the same connection only after the
+	// first one's handler, its log line included, has returned.
+	fetchListing(t, base+catalogue.Path+"?cityCode=PARIS", "k-secret-partner-key")
+	fetchListing(t, base+catalogue.Path+"?cityCode=PARIS", "k-secret-partner-key")
+	if strings.Contains(stderr.String(), "msg=request") || strings.Contains(stderr.String(), "WARN") {
+		t.Errorf("catalogue --log-level warn on loopback logged:\n%s", stderr.String())
+	}
+
+	for _, args := range [][]string{{"--log-format", "xml"}, {"--log-level", "loud"}} {
+		code, _, errOut := runTurnledger(t, append([]string{"catalogue", "--addr", "127.0.0.1:0"}, args...)...)
+		if code != 2 || !strings.Contains(errOut, args[0]+" must be") {
+			t.Errorf("catalogue %v = exit %d, stderr %q; want 2 naming %s", args, code, errOut, args[0])
+		}
+	}
+
+	// An address of the documentation ranges that is no address of this
+	// machine: the listen fails after the warning, so the test listens on
+	// nothing beyond loopback.
+	addr := net.JoinHostPort(notThisMachine(t), "0")
+	code, _, errOut := runTurnledger(t, "catalogue", "--addr", addr)
+	if code != 1 || !strings.Contains(errOut, `level=WARN msg="listening beyond loopback`) || !strings.Contains(errOut, "addr="+addr) {
+		t.Errorf("catalogue --addr %s = exit %d, stderr %q; want exit 1 after a warning about listening beyond loopback", addr, code, errOut)
+	}
+}
+
+// notThisMachine returns an IPv4 address of the documentation ranges (RFC
+// 5737) that no interface of this machine has.
+func notThisMachine(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, candidate := range []string{"192.0.2.7", "198.51.100.7", "203.0.113.7", "192.0.2.201", "198.51.100.201", "203.0.113.201"} {
+		ip, mine := net.ParseIP(candidate), false
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+				mine = true
+			}
+		}
+		if !mine {
+			return candidate
+		}
+	}
+	t.Fatalf("every candidate address is one of this machine's: %v", addrs)
+	return ""
 }

@@ -74,6 +74,10 @@ func TestCLIReadsThroughTheAPI(t *testing.T) {
 	if out := run(append(append([]string{"turns", "show"}, common...), tv.TurnID)...); json.Unmarshal([]byte(out), &shown) != nil || shown.Turn.TurnID != tv.TurnID {
 		t.Errorf("turns show =\n%s", out)
 	}
+	shown.Turn.TurnID = ""
+	if out := run(append([]string{"turns", "show", tv.TurnID}, common...)...); json.Unmarshal([]byte(out), &shown) != nil || shown.Turn.TurnID != tv.TurnID {
+		t.Errorf("turns show TURN_ID --flags =\n%s", out)
+	}
 	if out := run(append([]string{"agents", "list"}, common...)...); !strings.Contains(out, "w ") {
 		t.Errorf("agents list =\n%s\nwant agent w", out)
 	}

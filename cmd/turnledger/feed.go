@@ -28,8 +28,12 @@ func runFeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	after := fs.Uint64("after", 0, "start after this ledger_seq")
 	turn := fs.String("turn", "", "follow this Turn's feed instead of the project's")
 	agent := fs.String("agent", "", "follow this agent's feed instead of the project's")
-	if done, err := parseAPIFlags(fs, args[1:]); done {
+	a.usage(fs, "feed tail --project P [--after N] [--turn T | --agent A]", "Follows a feed over its event stream and prints one line per event until interrupted.")
+	if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: feed tail takes no arguments, got %q", errUsage, strings.Join(fs.Args(), " "))
 	}
 	if *turn != "" && *agent != "" {
 		return fmt.Errorf("%w: give --turn or --agent, not both", errUsage)

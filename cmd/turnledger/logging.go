@@ -10,8 +10,9 @@ import (
 	"strings"
 )
 
-// logOptions are the logger flags every service (serve, runtime, monitor)
-// takes: --log-format text|json and --log-level debug|info|warn|error.
+// logOptions are the logger flags every service (serve, runtime, monitor,
+// catalogue) takes: --log-format text|json and --log-level
+// debug|info|warn|error.
 type logOptions struct {
 	format string
 	level  string

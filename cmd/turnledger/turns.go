@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	tl "github.com/turnledger/turnledger/client"
@@ -17,6 +18,10 @@ func runTurns(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) == 0 {
 		return fmt.Errorf("%w: %s", errUsage, use)
 	}
+	if args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(stdout, "Usage: "+use)
+		return nil
+	}
 	fs := flag.NewFlagSet("turns "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var a apiFlags
@@ -26,8 +31,12 @@ func runTurns(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		state := fs.String("state", "", "only Turns in this state (queued, claimed, suspended, finished)")
 		target := fs.String("target", "", "only Turns targeting this agent")
 		limit := fs.Int("limit", 50, "how many Turns at most (follows the cursor past 500)")
-		if done, err := parseAPIFlags(fs, args[1:]); done {
+		a.usage(fs, "turns list --project P [--state S] [--target A] [--limit N]", "Lists a project's Turns through the HTTP API, with the admin token.")
+		if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
 			return err
+		}
+		if fs.NArg() > 0 {
+			return fmt.Errorf("%w: turns list takes no arguments, got %q", errUsage, strings.Join(fs.Args(), " "))
 		}
 		c, err := a.client()
 		if err != nil {
@@ -57,17 +66,26 @@ func runTurns(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return tw.Flush()
 	case "show":
-		if done, err := parseAPIFlags(fs, args[1:]); done {
-			return err
+		a.usage(fs, "turns show --project P TURN_ID", "Prints a Turn and its context as JSON, read through the HTTP API with the admin token.")
+		// Flags may come before or after the Turn id.
+		var ids []string
+		for rest := args[1:]; ; rest = fs.Args()[1:] {
+			if help, err := parseFlags(fs, rest, stdout); help || err != nil {
+				return err
+			}
+			if fs.NArg() == 0 {
+				break
+			}
+			ids = append(ids, fs.Arg(0))
 		}
-		if fs.NArg() != 1 {
+		if len(ids) != 1 {
 			return fmt.Errorf("%w: %s", errUsage, use)
 		}
 		c, err := a.client()
 		if err != nil {
 			return err
 		}
-		t, err := c.GetTurn(ctx, a.project, fs.Arg(0))
+		t, err := c.GetTurn(ctx, a.project, ids[0])
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 )
 
 // ErrorBody is the body of every handled error response.
@@ -45,7 +46,8 @@ type DecodeError struct{ Msg string }
 
 func (e *DecodeError) Error() string { return e.Msg }
 
-// Decode reads one JSON value from r into dst, rejecting unknown fields,
+// Decode reads one JSON value from r into dst, rejecting unknown fields
+// (named by their full path, e.g. "spec.bogus" or "records[2].y"),
 // trailing data and bodies longer than limit bytes. The error, if any, is a
 // *DecodeError with a message fit for the client.
 func Decode(r io.Reader, limit int64, dst any) error {
@@ -67,7 +69,7 @@ func DecodeBytes(data []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return &DecodeError{Msg: describe(err)}
+		return &DecodeError{Msg: describe(err, data, dst)}
 	}
 	if dec.More() {
 		return &DecodeError{Msg: "request body has data after the JSON value"}
@@ -78,7 +80,7 @@ func DecodeBytes(data []byte, dst any) error {
 	return nil
 }
 
-func describe(err error) string {
+func describe(err error, data []byte, dst any) string {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -92,7 +94,11 @@ func describe(err error) string {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "malformed JSON: unexpected end of body"
 	default:
-		// json reports unknown fields as `json: unknown field "x"`.
+		// json reports an unknown field as `json: unknown field "x"`, without
+		// saying where x is: name it by its full path.
+		if path, key, ok := unknownField(data, reflect.TypeOf(dst)); ok && err.Error() == fmt.Sprintf("json: unknown field %q", key) {
+			return fmt.Sprintf("invalid request body: unknown field %q", path)
+		}
 		return fmt.Sprintf("invalid request body: %s", trimPrefix(err.Error(), "json: "))
 	}
 }

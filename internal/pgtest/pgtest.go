@@ -44,9 +44,16 @@ var (
 	once     sync.Once
 	adminURL string
 	startErr error
-	server   *exec.Cmd
-	tempDir  string
+	started  *instance // the server pgtest started, if it started one
 )
+
+// instance is a throwaway server: its process and the directory holding its
+// data, its socket and the logs of initdb (initdb.log) and of the server
+// (server.log).
+type instance struct {
+	cmd *exec.Cmd
+	dir string
+}
 
 // New returns the URL of a new empty database, dropped at the end of t.
 func New(t testing.TB) string {
@@ -105,21 +112,25 @@ func Main(m *testing.M) int {
 // Stop stops a server started by pgtest and removes its files. It is safe to
 // call when none was started.
 func Stop() {
-	if server == nil {
+	if started == nil {
 		return
 	}
+	started.stop()
+	started = nil
+}
+
+func (in *instance) stop() {
 	// SIGINT is PostgreSQL's fast shutdown: it ends sessions and exits.
-	server.Process.Signal(syscall.SIGINT)
+	in.cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan struct{})
-	go func() { server.Wait(); close(done) }()
+	go func() { in.cmd.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		server.Process.Kill()
+		in.cmd.Process.Kill()
 		<-done
 	}
-	server = nil
-	os.RemoveAll(tempDir)
+	os.RemoveAll(in.dir)
 }
 
 func setup() {
@@ -127,7 +138,7 @@ func setup() {
 		adminURL = u
 		return
 	}
-	adminURL, startErr = start()
+	adminURL, started, startErr = start()
 }
 
 // binDir finds the directory holding initdb and postgres.
@@ -154,14 +165,18 @@ func version(dir string) int {
 	return n
 }
 
-func start() (string, error) {
+// start starts a throwaway server. Its tools run from its own directory: the
+// test's may not be readable by the postgres user (a clone in a private
+// home), and they would then print "could not change directory ...
+// Permission denied".
+func start() (string, *instance, error) {
 	bin, err := binDir()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var cred *syscall.Credential
 	if os.Geteuid() == 0 {
@@ -169,46 +184,53 @@ func start() (string, error) {
 		pu, err := user.Lookup("postgres")
 		if err != nil {
 			os.RemoveAll(dir)
-			return "", fmt.Errorf("running as root and there is no postgres user to run the server as: %v", err)
+			return "", nil, fmt.Errorf("running as root and there is no postgres user to run the server as: %v", err)
 		}
 		uid, _ := strconv.Atoi(pu.Uid)
 		gid, _ := strconv.Atoi(pu.Gid)
 		if err := os.Chown(dir, uid, gid); err != nil {
 			os.RemoveAll(dir)
-			return "", err
+			return "", nil, err
 		}
 		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 	data := filepath.Join(dir, "data")
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--no-locale")
+	initdb.Dir = dir
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
+	out, err := initdb.CombinedOutput()
+	if err != nil {
 		os.RemoveAll(dir)
-		return "", fmt.Errorf("initdb: %v\n%s", err, out)
+		return "", nil, fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "initdb.log"), out, 0o644); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
 	}
 	port, err := freePort()
 	if err != nil {
 		os.RemoveAll(dir)
-		return "", err
+		return "", nil, err
 	}
 	logFile, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		os.RemoveAll(dir)
-		return "", err
+		return "", nil, err
 	}
 	if cred != nil {
 		os.Chown(logFile.Name(), int(cred.Uid), int(cred.Gid))
 	}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Pdeathsig stops the server should the test binary die without Main.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT}
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
-		return "", fmt.Errorf("start postgres: %v", err)
+		return "", nil, fmt.Errorf("start postgres: %v", err)
 	}
-	server, tempDir = cmd, dir
+	in := &instance{cmd: cmd, dir: dir}
 	u := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -217,12 +239,12 @@ func start() (string, error) {
 		cancel()
 		if err == nil {
 			c.Close(context.Background())
-			return u, nil
+			return u, in, nil
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(logFile.Name())
-			Stop()
-			return "", fmt.Errorf("postgres did not accept connections within 30s: %v\n%s", err, log)
+			in.stop()
+			return "", nil, fmt.Errorf("postgres did not accept connections within 30s: %v\n%s", err, log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -36,6 +36,9 @@ type Stack struct {
 type Config struct {
 	ClaimTTL time.Duration
 	Metrics  httpapi.MetricsConfig
+	// Now is the clock of the engine, the projections and the API (default
+	// time.Now), so that a test can expire claims without sleeping.
+	Now func() time.Time
 }
 
 // Start starts a stack that stops when the test ends.
@@ -51,6 +54,9 @@ func Start(t testing.TB, cfg Config) *Stack {
 	}
 	pcfg := projection.DefaultConfig()
 	pcfg.NoSync = true
+	if cfg.Now != nil {
+		pcfg.Now = cfg.Now
+	}
 	store, err := projection.Open(filepath.Join(t.TempDir(), "projections.db"), pcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +64,9 @@ func Start(t testing.TB, cfg Config) *Stack {
 	kcfg := kernel.DefaultConfig()
 	if cfg.ClaimTTL > 0 {
 		kcfg.ClaimTTL = cfg.ClaimTTL
+	}
+	if cfg.Now != nil {
+		kcfg.Now = cfg.Now
 	}
 	engine, err := kernel.NewEngine(l, kcfg)
 	if err != nil {
@@ -74,6 +83,9 @@ func Start(t testing.TB, cfg Config) *Stack {
 	hcfg.AdminTokenHash = kernel.HashSecret(AdminToken)
 	hcfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	hcfg.Metrics = cfg.Metrics
+	if cfg.Now != nil {
+		hcfg.Now = cfg.Now
+	}
 	api, err := httpapi.New(engine, store, hcfg)
 	if err != nil {
 		t.Fatal(err)
