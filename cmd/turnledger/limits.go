@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/turnledger/turnledger/httpapi"
+	"github.com/turnledger/turnledger/projection"
 )
 
 // limits are serve's protections against overload and abuse; the README's
@@ -27,6 +28,7 @@ type limits struct {
 	ReadTimeout        time.Duration // whole request, body included
 	WriteTimeout       time.Duration // whole response; streams extend their own
 	MemoryLimit        byteSize      // soft memory limit of the process (GOMEMLIMIT)
+	MaxPageBytes       byteSize      // stored bytes of the items of one feed, context or Turn list page
 }
 
 func defaultLimits() limits {
@@ -40,6 +42,7 @@ func defaultLimits() limits {
 		ReadTimeout:        30 * time.Second,
 		WriteTimeout:       30 * time.Second,
 		MemoryLimit:        1 << 30,
+		MaxPageBytes:       projection.DefaultMaxPageBytes,
 	}
 }
 
@@ -51,6 +54,7 @@ func (l *limits) flags(fs *flag.FlagSet) {
 	fs.IntVar(&l.MaxConns, "max-conns", l.MaxConns, "open client connections at most; more wait to be accepted (0: no bound)")
 	fs.DurationVar(&l.ReadTimeout, "read-timeout", l.ReadTimeout, "time to read a whole request, body included")
 	fs.DurationVar(&l.WriteTimeout, "write-timeout", l.WriteTimeout, "time to write a response (long polls and streams extend their own)")
+	fs.Var(&l.MaxPageBytes, "max-page-bytes", "stored bytes of the items of one feed, context or Turn list page, e.g. 4MiB; a page stops before the item that would pass it, with has_more (it always holds one item)")
 	fs.Var(&l.MemoryLimit, "memory-limit", "soft memory limit of the process, e.g. 512MiB or 2GiB (GOMEMLIMIT in the environment wins; 0: none)")
 }
 
@@ -62,6 +66,9 @@ func (l limits) validate() error {
 	if l.ReadTimeout <= 0 || l.WriteTimeout <= 0 {
 		errs = append(errs, errors.New("--read-timeout and --write-timeout must be positive"))
 	}
+	if l.MaxPageBytes < 1024 || l.MaxPageBytes > 1<<30 {
+		errs = append(errs, errors.New("--max-page-bytes must be from 1KiB to 1GiB"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -69,6 +76,14 @@ func (l limits) validate() error {
 func (l limits) apply(c *httpapi.Config) {
 	c.MaxInFlight, c.MaxProjectInFlight = l.MaxInFlight, l.MaxProjectInFlight
 	c.AuthFailures = httpapi.Rate{Burst: l.AuthFailureBurst, Every: l.AuthFailureEvery}
+}
+
+// projection returns the projection store's configuration with serve's
+// page byte budget.
+func (l limits) projection() projection.Config {
+	c := projection.DefaultConfig()
+	c.MaxPageBytes = int(l.MaxPageBytes)
+	return c
 }
 
 // setMemoryLimit sets the process's soft memory limit, unless GOMEMLIMIT is

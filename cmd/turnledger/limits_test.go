@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +161,57 @@ func TestLongPollsAndStreamsOutliveTheWriteTimeout(t *testing.T) {
 			}
 		case <-deadline:
 			t.Fatalf("no turn.dispatched event on a stream open past the write timeout")
+		}
+	}
+}
+
+// TestServeMaxPageBytes: --max-page-bytes is the byte budget of the pages
+// serve answers (here the Turn list and the project feed), and a budget out
+// of range is a usage error.
+func TestServeMaxPageBytes(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := startEngine(t, dir, "127.0.0.1:0", "--max-page-bytes", "64KiB", "--reap-interval", "0")
+	admin := adminClient(t, base, dir)
+	planner := agentClient(t, admin, "p", "planner", 0, "turns:dispatch")
+	agentClient(t, admin, "p", "w", 1)
+	text := strings.Repeat("x", 30<<10)
+	for i := range 4 {
+		planner.call("POST", "/v3r1/projects/p/turns:dispatch", map[string]any{"requested_by": agentRef("p", "planner"), "target_agent": agentRef("p", "w"),
+			"input": map[string]any{"text": text}, "turn_kind": "k", "dispatch_key": fmt.Sprintf("d%d", i), "authority": map[string]any{"mode": "root_request", "request_id": fmt.Sprintf("r%d", i)}}, 200)
+	}
+	type page struct {
+		Items   []json.RawMessage `json:"items"`
+		Next    uint64            `json:"next_after_ledger_seq"`
+		HasMore bool              `json:"has_more"`
+	}
+	for _, path := range []string{"/v3r1/projects/p/projection/turns", "/v3r1/projects/p/projection/feed"} {
+		var sizes []int
+		total, after := 0, uint64(0)
+		for range 20 {
+			var p page
+			if err := json.Unmarshal(admin.call("GET", fmt.Sprintf("%s?limit=500&after_ledger_seq=%d", path, after), nil, 200), &p); err != nil {
+				t.Fatal(err)
+			}
+			large := 0 // items that carry an input of 30 KiB
+			for _, it := range p.Items {
+				if len(it) > 30<<10 {
+					large++
+				}
+			}
+			sizes = append(sizes, large)
+			total += large
+			after = p.Next
+			if !p.HasMore {
+				break
+			}
+		}
+		if len(sizes) < 2 || slices.Max(sizes) > 2 || total != 4 {
+			t.Errorf("GET %s?limit=500 with --max-page-bytes 64KiB: pages with %v items of 30 KiB; want the 4 in pages of at most 2", path, sizes)
+		}
+	}
+	for _, bad := range []string{"0", "512", "2GiB"} {
+		if code := Main(t.Context(), []string{"serve", "--data", t.TempDir(), "--max-page-bytes", bad}, io.Discard, io.Discard); code != 2 {
+			t.Errorf("serve --max-page-bytes %s exited %d, want 2 (usage)", bad, code)
 		}
 	}
 }

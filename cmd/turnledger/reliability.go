@@ -59,7 +59,7 @@ func secretKey(dir string) ([]byte, error) {
 // WARN, and /readyz answers 503 until the rebuild has reached the ledger's
 // head of the moment.
 func (s *service) openProjections(path string) error {
-	st, healed, err := projection.OpenHealing(path, projection.DefaultConfig())
+	st, healed, err := projection.OpenHealing(path, s.cfg.Limits.projection())
 	if err != nil {
 		return err
 	}
