@@ -17,17 +17,25 @@ import (
 // --read-timeout is cut off instead of holding a connection and a handler.
 func TestServeCutsASlowBody(t *testing.T) {
 	base, _ := startEngine(t, t.TempDir(), "127.0.0.1:0", "--read-timeout", "300ms")
+	checkSlowBodyCut(t, base, "POST /admin/v1/projects/p/agent-join-invites", "")
+}
+
+// checkSlowBodyCut sends the headers of a request with a body of 1000 bytes
+// and one byte of it, and waits for the server to close the connection:
+// well before 15 s, so near a read timeout of a fraction of a second.
+func checkSlowBodyCut(t *testing.T, base, request, headers string) {
+	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /admin/v1/projects/p/agent-join-invites HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+	fmt.Fprintf(conn, "%s HTTP/1.1\r\nHost: x\r\n%sContent-Length: 1000\r\n\r\n{", request, headers)
 	start := time.Now()
 	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
 	io.Copy(io.Discard, conn) // returns when the server closes the connection
 	if took := time.Since(start); took > 15*time.Second {
-		t.Errorf("a trickled body held its connection for %v; want it cut near --read-timeout 300ms", took)
+		t.Errorf("a trickled body held its connection for %v; want it cut near the read timeout", took)
 	}
 }
 
@@ -35,6 +43,14 @@ func TestServeCutsASlowBody(t *testing.T) {
 // served while two are open, and is served as soon as one closes.
 func TestServeCapsConnections(t *testing.T) {
 	base, _ := startEngine(t, t.TempDir(), "127.0.0.1:0", "--max-conns", "2")
+	checkConnectionCap(t, base, "/healthz")
+}
+
+// checkConnectionCap checks a server started with a cap of 2 connections:
+// a third is not served while two are open, and is served as soon as one
+// closes. health is a path answered 200 without credentials.
+func checkConnectionCap(t *testing.T, base, health string) {
+	t.Helper()
 	addr := strings.TrimPrefix(base, "http://")
 	var held []net.Conn
 	for range 2 {
@@ -47,7 +63,7 @@ func TestServeCapsConnections(t *testing.T) {
 	}
 	// Make sure both are accepted: each answers a request.
 	for _, c := range held {
-		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", health)
 		buf := make([]byte, 12)
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "HTTP/1.1 200" {
@@ -55,13 +71,13 @@ func TestServeCapsConnections(t *testing.T) {
 		}
 	}
 	third := &http.Client{Timeout: 300 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
-	if resp, err := third.Get(base + "/healthz"); err == nil {
+	if resp, err := third.Get(base + health); err == nil {
 		resp.Body.Close()
-		t.Fatalf("a third connection was served while --max-conns 2 were open")
+		t.Fatalf("a third connection was served while 2 were open, the cap")
 	}
 	held[0].Close()
 	third.Timeout = 10 * time.Second
-	resp, err := third.Get(base + "/healthz")
+	resp, err := third.Get(base + health)
 	if err != nil {
 		t.Fatalf("after a connection closed: %v", err)
 	}
