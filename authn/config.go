@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/turnledger/turnledger/internal/throttle"
 )
 
 // Mode is the authentication mode selected by AUTH_MODE.
@@ -66,6 +68,10 @@ type Config struct {
 	Leeway          time.Duration // clock skew allowed on exp, nbf and iat (30 s)
 	MaxTokenBytes   int           // longest bearer token accepted (8 KiB)
 	MaxMessageBytes int64         // largest websocket message (64 KiB)
+	// AuthFailures throttles failed authentication per remote address
+	// (burst 20, one more per second; a zero Rate turns it off): see
+	// throttle.go.
+	AuthFailures throttle.Rate
 }
 
 // DefaultConfig is the configuration of a local developer machine in dev mode.
@@ -92,6 +98,7 @@ func Defaults(appEnv string, mode Mode) Config {
 		Leeway:               30 * time.Second,
 		MaxTokenBytes:        8 << 10,
 		MaxMessageBytes:      64 << 10,
+		AuthFailures:         throttle.Rate{Burst: 20, Every: time.Second},
 	}
 }
 
@@ -187,6 +194,9 @@ func (c Config) Validate() error {
 	}
 	if c.TicketTTL <= 0 || c.KeyCacheTTL <= 0 || c.KeyFetchTimeout <= 0 || c.MaxTokenBytes <= 0 || c.MaxMessageBytes <= 0 || c.Leeway < 0 || c.KeyRefetchEvery < 0 {
 		bad("ticket lifetime, key cache lifetime, fetch timeout and size limits must be positive")
+	}
+	if c.AuthFailures.Burst < 0 || c.AuthFailures.Every < 0 {
+		bad("the failed-authentication rate must not be negative")
 	}
 	return errors.Join(errs...)
 }

@@ -11,7 +11,9 @@
 // Error bodies are internal/jsonhttp's {"error", "message"} with the names
 // UnauthorizedError (401, with WWW-Authenticate: Bearer), ForbiddenError
 // (403), ServiceUnavailableError (503), ValidationError (400),
-// NotFoundError (404), MethodNotAllowedError (405) and InternalError (500).
+// NotFoundError (404), MethodNotAllowedError (405), TooManyRequestsError
+// (429, with Retry-After: failed authentication is throttled per address,
+// see throttle.go) and InternalError (500).
 // The 403 messages are the spec's: "tenant is not allowlisted", "tenant
 // access is suspended", "tenant access has been removed".
 //

@@ -22,6 +22,7 @@ const (
 	KindInvalid                  // 400 ValidationError
 	KindNotFound                 // 404 NotFoundError
 	KindConflict                 // 409 ConflictError
+	KindThrottled                // 429 TooManyRequestsError
 )
 
 // Error is a failure with a message fit for the client.
@@ -30,7 +31,7 @@ type Error struct {
 	Message string
 	Err     error // cause, logged but never shown
 	// RetryAfter is sent as Retry-After (whole seconds, at least 1) with a
-	// 503; a 503 without it gets defaultRetryAfter.
+	// 503 or a 429; a 503 without it gets defaultRetryAfter.
 	RetryAfter time.Duration
 }
 
@@ -72,6 +73,8 @@ func (k Kind) status() (int, string) {
 		return http.StatusNotFound, "NotFoundError"
 	case KindConflict:
 		return http.StatusConflict, "ConflictError"
+	case KindThrottled:
+		return http.StatusTooManyRequests, "TooManyRequestsError"
 	default:
 		return http.StatusInternalServerError, "InternalError"
 	}
@@ -107,12 +110,12 @@ func writeError(w http.ResponseWriter, err error, logf func(string, ...any)) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer`)
 	}
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		d := e.RetryAfter
 		if d <= 0 {
 			d = defaultRetryAfter
 		}
-		w.Header().Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
+		w.Header().Set("Retry-After", strconv.Itoa(max(int((d+time.Second-1)/time.Second), 1)))
 	}
 	jsonhttp.WriteError(w, status, name, msg)
 }

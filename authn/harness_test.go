@@ -19,6 +19,7 @@ import (
 	"github.com/turnledger/turnledger/authn/boltstore"
 	"github.com/turnledger/turnledger/authn/natsbus"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
+	"github.com/turnledger/turnledger/internal/throttle"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -110,6 +111,10 @@ func newEnv(t testing.TB, o envOpt) *env {
 	cfg.HostedAuthURL = e.jwks.URL() + "/api/auth"
 	cfg.HostedTenantClaim = tidActive
 	cfg.SecretEncryptionKey = profileKey
+	// The rejection tables send dozens of refused requests from one address
+	// on a clock that stands still; the throttle of failed authentication
+	// is tested on its own (throttle_test.go), with its own rate.
+	cfg.AuthFailures = throttle.Rate{}
 	if o.mutate != nil {
 		o.mutate(&cfg)
 	}

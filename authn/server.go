@@ -12,6 +12,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
+	"github.com/turnledger/turnledger/internal/throttle"
 )
 
 // Deps are the parts a Server is given.
@@ -34,6 +35,7 @@ type Server struct {
 	logf   func(string, ...any)
 	sealer *sealer
 	router *httprouter.Router
+	fails  *throttle.Buckets // failed authentications by remote address (throttle.go)
 
 	mu      sync.Mutex
 	sockets map[*socket]struct{}
@@ -61,6 +63,7 @@ func NewServer(cfg Config, d Deps) (*Server, error) {
 		now:     d.Now,
 		logf:    d.Logf,
 		sockets: make(map[*socket]struct{}),
+		fails:   throttle.New(cfg.AuthFailures, d.Now),
 	}
 	if cfg.Mode == ModeHosted && cfg.SecretEncryptionKey != "" {
 		sl, err := newSealer(cfg.SecretEncryptionKey, d.Rand)
@@ -123,8 +126,13 @@ func (s *Server) fail(w http.ResponseWriter, err error) { writeError(w, err, s.l
 // authed authenticates the request and puts the principal in its context.
 func (s *Server) authed(h httprouter.Handle) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if err := s.checkThrottle(r); err != nil {
+			s.fail(w, err)
+			return
+		}
 		p, err := s.auth.Authenticate(r)
 		if err != nil {
+			s.authFailed(r, err)
 			s.fail(w, err)
 			return
 		}

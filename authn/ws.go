@@ -77,8 +77,13 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 		s.fail(w, errf(KindForbidden, "the Origin of this websocket request is not allowed (scheme, host and port must match an entry of CORS_ALLOWED_ORIGINS)"))
 		return
 	}
+	if err := s.checkThrottle(r); err != nil {
+		s.fail(w, err)
+		return
+	}
 	p, ticket, err := s.auth.authenticateWebSocket(r)
 	if err != nil {
+		s.authFailed(r, err)
 		s.fail(w, err)
 		return
 	}
@@ -105,6 +110,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 		// The store could not look the ticket up without taking it: take
 		// it now, to learn whose it is.
 		if p, err = s.auth.spendTicket(r.Context(), ticket); err != nil {
+			s.authFailed(r, err)
 			s.fail(w, err)
 			return
 		}
@@ -134,11 +140,21 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 	defer unsub()
 	if ticket != "" {
 		// Last: every other check has passed. The loser of a race is 401.
+		// Not counted as a failed authentication: the ticket was found
+		// above, so a 401 here is a lost race, not a guess.
 		if _, err := s.auth.spendTicket(r.Context(), ticket); err != nil {
 			s.fail(w, err)
 			return
 		}
 	}
+	// The server's read and write deadlines bound one request; a socket
+	// lives on past them. net/http's Hijack says a connection taken over
+	// may keep them (Go 1.26 happens to clear them), and leaves them to the
+	// caller: clear them. The socket's own writes are bounded one by one
+	// below, and its reads end with ctx.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Time{})
+	rc.SetWriteDeadline(time.Time{})
 	// The Origin was checked first, by wsOriginAllowed.
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {

@@ -3,11 +3,12 @@ package httpapi
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/turnledger/turnledger/internal/throttle"
 )
 
 // Protection against overload and abuse. The decisions, documented in the
@@ -29,11 +30,9 @@ import (
 //     tokens naming an agent never locks out the agent's own, successful
 //     client. Successful requests never take a token.
 
-// Rate is a token bucket: Burst tokens, refilled at one per Every.
-type Rate struct {
-	Burst int
-	Every time.Duration
-}
+// Rate is a token bucket: Burst tokens, refilled at one per Every (the
+// throttle of failed authentication, shared with package authn).
+type Rate = throttle.Rate
 
 // limiter is a bounded in-flight counter.
 type limiter struct {
@@ -155,105 +154,7 @@ func (s *Server) InFlight(project string) int {
 	return 0
 }
 
-// bucket is a token bucket on an injected clock.
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
-// throttle keeps the token buckets of failed authentication, by key. Buckets
-// that are full again are forgotten, so memory stays bounded by the keys
-// that failed recently; at most maxKeys are kept (the oldest full one is not
-// needed: when the map is full, new keys share one overflow bucket).
-type throttle struct {
-	rate Rate
-	now  func() time.Time
-	mu   sync.Mutex
-	keys map[string]*bucket
-}
-
-const throttleMaxKeys = 100_000
-
-func newThrottle(rate Rate, now func() time.Time) *throttle {
-	return &throttle{rate: rate, now: now, keys: map[string]*bucket{}}
-}
-
-func (t *throttle) enabled() bool { return t.rate.Burst > 0 && t.rate.Every > 0 }
-
-// refill brings b up to now and reports whether it is full (and so could be
-// forgotten).
-func (t *throttle) refill(b *bucket, now time.Time) bool {
-	if el := now.Sub(b.at); el > 0 {
-		b.tokens += float64(el) / float64(t.rate.Every)
-		b.at = now
-	}
-	if b.tokens >= float64(t.rate.Burst) {
-		b.tokens = float64(t.rate.Burst)
-		return true
-	}
-	return false
-}
-
-// wait reports how long key must wait for a token (0: it has one), and
-// whether key has failed recently (its bucket is not full).
-func (t *throttle) wait(key string) (wait time.Duration, failed bool) {
-	if !t.enabled() {
-		return 0, false
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := t.keys[key]
-	if b == nil {
-		return 0, false
-	}
-	now := t.now()
-	if t.refill(b, now) {
-		delete(t.keys, key)
-		return 0, false
-	}
-	if b.tokens >= 1 {
-		return 0, true
-	}
-	return time.Duration((1 - b.tokens) * float64(t.rate.Every)), true
-}
-
-// fail takes a token from key's bucket.
-func (t *throttle) fail(key string) {
-	if !t.enabled() {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	b := t.keys[key]
-	if b == nil {
-		if len(t.keys) >= throttleMaxKeys {
-			key = "\x00overflow"
-			if b = t.keys[key]; b != nil {
-				t.refill(b, now)
-			}
-		}
-		if b == nil {
-			b = &bucket{tokens: float64(t.rate.Burst), at: now}
-			t.keys[key] = b
-		}
-	} else {
-		t.refill(b, now)
-	}
-	b.tokens = max(b.tokens-1, 0)
-}
-
-// remoteHost is the address a request came from, without its port. Proxy
-// headers are not trusted: behind a proxy, the proxy's address is the key.
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-func addrKey(r *http.Request) string        { return "addr\x00" + remoteHost(r) }
+func addrKey(r *http.Request) string        { return "addr\x00" + throttle.RemoteHost(r) }
 func agentKey(project, agent string) string { return "agent\x00" + project + "\x00" + agent }
 func throttled(wait time.Duration, why string) error {
 	return &statusError{errThrottled, "too many failed authentications " + why + "; retry after the time in Retry-After", wait}
@@ -262,12 +163,12 @@ func throttled(wait time.Duration, why string) error {
 // checkThrottle refuses a request whose address, or whose claimed agent
 // (from an address that failed recently), has no failure tokens left.
 func (s *Server) checkThrottle(r *http.Request, project, agent string) error {
-	aw, addrFailed := s.authFails.wait(addrKey(r))
+	aw, addrFailed := s.authFails.Wait(addrKey(r))
 	if aw > 0 {
 		return throttled(aw, "from this address")
 	}
 	if agent != "" && addrFailed {
-		if gw, _ := s.authFails.wait(agentKey(project, agent)); gw > 0 {
+		if gw, _ := s.authFails.Wait(agentKey(project, agent)); gw > 0 {
 			return throttled(gw, "for this agent")
 		}
 	}
@@ -276,8 +177,8 @@ func (s *Server) checkThrottle(r *http.Request, project, agent string) error {
 
 // authFailed records a failed authentication of r.
 func (s *Server) authFailed(r *http.Request, project, agent string) {
-	s.authFails.fail(addrKey(r))
+	s.authFails.Fail(addrKey(r))
 	if agent != "" {
-		s.authFails.fail(agentKey(project, agent))
+		s.authFails.Fail(agentKey(project, agent))
 	}
 }

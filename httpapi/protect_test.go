@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/internal/natstest"
@@ -306,5 +307,52 @@ func TestFeedPagesAreBoundInBytes(t *testing.T) {
 		if seen[i] <= seen[i-1] {
 			t.Fatalf("feed pages gave ledger_seq %v: not increasing", seen)
 		}
+	}
+}
+
+// TestTurnListPagesAreBoundInBytes: over HTTP, a Turn list page of limit
+// 500 whose Turns carry 200 KiB inputs stops at the byte budget with
+// has_more, and the cursor lists every Turn exactly once.
+func TestTurnListPagesAreBoundInBytes(t *testing.T) {
+	e := newEnv(t)
+	planner := e.register("p1", "planner", 0, "turns:dispatch")
+	e.register("p1", "w", 1)
+	big := strings.Repeat("x", 200<<10)
+	const turns = 25 // 5 MiB of inputs
+	var want []string
+	for i := range turns {
+		var tv turn
+		e.must(planner, "POST", "/v3r1/projects/p1/turns:dispatch", dispatchBody("p1", "planner", "w", fmt.Sprintf("big-%d", i), map[string]any{"text": big}), 200).decode(t, &tv)
+		want = append(want, tv.TurnID)
+	}
+	var got []string
+	after, pages := uint64(0), 0
+	for pages < 100 {
+		var p struct {
+			Items []struct {
+				TurnID string `json:"turn_id"`
+			} `json:"items"`
+			Next    uint64 `json:"next_after_ledger_seq"`
+			HasMore bool   `json:"has_more"`
+		}
+		r := e.must(asAdmin, "GET", fmt.Sprintf("/v3r1/projects/p1/projection/turns?limit=500&after_ledger_seq=%d", after), nil, 200)
+		if len(r.body) > 5<<20 {
+			t.Fatalf("Turn list page of %d bytes, want at most about 4 MiB", len(r.body))
+		}
+		r.decode(t, &p)
+		pages++
+		for _, it := range p.Items {
+			got = append(got, it.TurnID)
+		}
+		after = p.Next
+		if !p.HasMore {
+			break
+		}
+	}
+	if pages < 2 {
+		t.Errorf("listed %d Turns of 200 KiB in %d page(s), want at least 2", len(got), pages)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Turns listed through the pages (-want +got):\n%s", diff)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
+	"github.com/turnledger/turnledger/internal/throttle"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -113,7 +114,7 @@ type Server struct {
 	router *verbRouter
 
 	shed      *shedder
-	authFails *throttle
+	authFails *throttle.Buckets
 }
 
 // New returns the API server.
@@ -122,7 +123,7 @@ func New(engine *kernel.Engine, store *projection.Store, cfg Config) (*Server, e
 		return nil, err
 	}
 	s := &Server{engine: engine, store: store, cfg: cfg, log: cfg.Logger,
-		shed: newShedder(cfg.MaxInFlight, cfg.MaxProjectInFlight), authFails: newThrottle(cfg.AuthFailures, cfg.Now)}
+		shed: newShedder(cfg.MaxInFlight, cfg.MaxProjectInFlight), authFails: throttle.New(cfg.AuthFailures, cfg.Now)}
 	s.router = newVerbRouter(http.HandlerFunc(s.notFound), http.HandlerFunc(s.methodNotAllowed), s.panicked)
 	s.push = newPush()
 	s.routes()

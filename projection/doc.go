@@ -173,8 +173,9 @@
 // # Limits
 //
 // Callers validate limit as 1..MaxLimit (500); the queries clamp to that
-// range too. Feed and context pages also stop at MaxPageBytes (4 MiB) of
-// stored items, with has_more set; a page always holds at least one item.
+// range too. Feed, context and Turn list pages also stop at
+// Config.MaxPageBytes (DefaultMaxPageBytes, 4 MiB) of stored items, with
+// has_more set; a page always holds at least one item.
 // Context, TurnFeed and Lineage answer ErrNotFound for an unknown
 // Turn; AgentFeed and Credentials for an unregistered agent. Events of an
 // unknown Turn or agent, and event types no read model uses, are kept in the

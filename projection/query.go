@@ -13,19 +13,16 @@ import (
 	"github.com/turnledger/turnledger/kernel"
 )
 
-// MaxPageBytes bounds the stored size of the items of one feed or context
-// page: a page stops before the item that would take it past this many bytes
-// (it always holds at least one item, so every item can be read), and says
-// has_more. With limit=500 and large events a page would otherwise grow to
-// tens of megabytes, held in memory once per reader.
-const MaxPageBytes = 4 << 20
+// pageBudget counts the stored bytes of a page's items against
+// Config.MaxPageBytes.
+type pageBudget struct{ max, used, items int }
 
-// pageBudget counts the bytes of a page's items against MaxPageBytes.
-type pageBudget struct{ used, items int }
+func (s *Store) pageBudget() pageBudget { return pageBudget{max: s.cfg.MaxPageBytes} }
 
-// full reports whether an item of n bytes no longer fits; otherwise it counts it.
+// full reports whether an item of n bytes no longer fits; otherwise it
+// counts it. The first item always fits, so that no cursor can get stuck.
 func (b *pageBudget) full(n int) bool {
-	if b.items > 0 && b.used+n > MaxPageBytes {
+	if b.items > 0 && b.used+n > b.max {
 		return true
 	}
 	b.used += n
@@ -49,13 +46,21 @@ func (s *Store) Turn(project, turnID string) (TurnView, error) {
 }
 
 func loadTurn(b *bolt.Bucket, project, turnID string) (turnRecord, error) {
+	rec, _, err := loadTurnSized(b, project, turnID)
+	return rec, err
+}
+
+// loadTurnSized is loadTurn that also returns the stored size of the Turn's
+// row, which is what a page's byte budget counts.
+func loadTurnSized(b *bolt.Bucket, project, turnID string) (turnRecord, int, error) {
 	var rec turnRecord
-	found, err := getJSON(b, key(project, turnID), &rec)
-	if err == nil && !found {
-		err = ErrNotFound
+	row := b.Get(key(project, turnID))
+	err := ErrNotFound
+	if row != nil {
+		err = json.Unmarshal(row, &rec)
 	}
 	rec.View = turnView(project, &rec.Turn)
-	return rec, err
+	return rec, len(row), err
 }
 
 // Context returns the semantic records of a Turn after turn_seq
@@ -73,7 +78,7 @@ func (s *Store) Context(project, turnID string, afterTurnSeq uint64, limit int) 
 		}
 		prefix := key(project, turnID)
 		c := tx.Bucket(bktContext).Cursor()
-		var budget pageBudget
+		budget := s.pageBudget()
 		for k, v := c.Seek(seqKey(afterTurnSeq+1, project, turnID)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if len(page.Items) == limit || budget.full(len(v)) {
 				page.HasMore = true
@@ -102,8 +107,11 @@ func (s *Store) Turns(project string, f TurnFilter, limit int) ([]TurnView, erro
 // f.AfterSeq. The index chosen (target agent, visibility, state, or all) is
 // walked from the cursor; other filters are applied while walking, and the
 // walk stops after examining scanBudget(limit) Turns, so a page costs
-// O(limit) however many Turns a filter skips. A page can then hold fewer
-// items than the limit with HasMore set: follow NextAfterSeq.
+// O(limit) however many Turns a filter skips. It also stops before a
+// matching Turn whose stored row would take the page past
+// Config.MaxPageBytes (inputs and final payloads can be large), so that the
+// next page starts with it. A page can then hold fewer items than the limit
+// with HasMore set: follow NextAfterSeq.
 func (s *Store) TurnsPage(project string, f TurnFilter, limit int) (TurnsPage, error) {
 	limit = clampLimit(limit)
 	pg := TurnsPage{Items: []TurnView{}, NextAfterSeq: f.AfterSeq}
@@ -128,22 +136,26 @@ func (s *Store) TurnsPage(project string, f TurnFilter, limit int) (TurnsPage, e
 			}
 			start = appendSeq(append([]byte(nil), prefix...), f.AfterSeq+1)
 		}
-		budget := scanBudget(limit)
+		scan, pageBytes := scanBudget(limit), s.pageBudget()
 		k, id := c.Seek(start)
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, id = c.Next() {
-			if len(pg.Items) == limit || budget == 0 {
+			if len(pg.Items) == limit || scan == 0 {
 				pg.HasMore = true
 				return nil
 			}
-			budget--
-			pg.NextAfterSeq = tailSeq(k)
-			rec, err := loadTurn(turns, project, string(id))
+			scan--
+			rec, size, err := loadTurnSized(turns, project, string(id))
 			if err != nil {
 				return err
 			}
 			if f.match(rec) {
+				if pageBytes.full(size) {
+					pg.HasMore = true // the cursor stays before this Turn
+					return nil
+				}
 				pg.Items = append(pg.Items, rec.View)
 			}
+			pg.NextAfterSeq = tailSeq(k)
 		}
 		return nil
 	})
@@ -286,7 +298,7 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 			fk = key(project)
 		}
 		pk := len(fk)
-		var budget pageBudget
+		budget := s.pageBudget()
 		for k, v := c.Seek(seqKey(after+1, parts...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if len(page.Items) == limit {
 				page.HasMore = true

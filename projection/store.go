@@ -54,16 +54,27 @@ type Config struct {
 	RetryInterval time.Duration
 	// Now is the clock of a Projector's diagnostics.
 	Now func() time.Time
+	// MaxPageBytes bounds the stored size of the items of one page of a
+	// feed, a Turn's context or the Turn list: a page stops before the item
+	// that would take it past this many bytes, with has_more (it always
+	// holds at least one item, so that every item can be read). Without it,
+	// limit=500 with large events or inputs would make a page of hundreds of
+	// megabytes, held in memory once per reader.
+	MaxPageBytes int
 }
 
+// DefaultMaxPageBytes is the default of Config.MaxPageBytes: 4 MiB.
+const DefaultMaxPageBytes = 4 << 20
+
 // DefaultConfig returns the defaults: presence window 60s, open timeout 5s,
-// retry interval 1s, fsync on.
+// retry interval 1s, fsync on, pages of at most DefaultMaxPageBytes.
 func DefaultConfig() Config {
 	return Config{
 		PresenceWindow: 60 * time.Second,
 		OpenTimeout:    5 * time.Second,
 		RetryInterval:  time.Second,
 		Now:            time.Now,
+		MaxPageBytes:   DefaultMaxPageBytes,
 	}
 }
 
@@ -81,6 +92,9 @@ func (c Config) Validate() error {
 	}
 	if c.Now == nil {
 		errs = append(errs, errors.New("projection: clock (Now) is required"))
+	}
+	if c.MaxPageBytes <= 0 {
+		errs = append(errs, errors.New("projection: max page bytes must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -211,10 +211,10 @@ func TestConfigValidate(t *testing.T) {
 	bad := Config{PresenceWindow: -1, OpenTimeout: -1, RetryInterval: 0}
 	err := bad.Validate()
 	if err == nil {
-		t.Fatalf("Validate(%+v) = nil, want 4 problems", bad)
+		t.Fatalf("Validate(%+v) = nil, want 5 problems", bad)
 	}
-	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 4 {
-		t.Errorf("Validate(%+v) reports %d problems, want 4: %v", bad, n, err)
+	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 5 { // and MaxPageBytes 0
+		t.Errorf("Validate(%+v) reports %d problems, want 5: %v", bad, n, err)
 	}
 }
 

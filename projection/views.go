@@ -122,11 +122,11 @@ type TurnFilter struct {
 type TurnsPage struct {
 	Items []TurnView
 	// NextAfterSeq is the cursor for the next page: the dispatch ledger_seq
-	// of the last Turn examined (which may be past the last one returned),
-	// or the cursor asked for when nothing was examined.
+	// of the last Turn examined and passed (which may be past the last one
+	// returned), or the cursor asked for when nothing was.
 	NextAfterSeq uint64
-	// HasMore says whether Turns may follow: the page stopped at its limit
-	// or its scan budget before the end of the index.
+	// HasMore says whether Turns may follow: the page stopped at its limit,
+	// its scan budget or its byte budget before the end of the index.
 	HasMore bool
 }
 

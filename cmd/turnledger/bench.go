@@ -43,6 +43,7 @@ type benchConfig struct {
 	Duration     time.Duration
 	Rate         float64
 	Events       int
+	Factor       float64 // overload: the open loop's multiple of the measured capacity
 	Data         string
 	JSON         bool
 	Sync         ledger.Sync // durability of the in-process serve's embedded NATS (--sync)
@@ -67,6 +68,18 @@ Scenarios (--scenario):
   replay     events/s and peak RSS of 'turnledger replay' at --events.
   start      time from process start to /readyz 200, and RSS when ready, on a
              data directory holding --events.
+  overload   each protection of serve against overload and abuse, on an
+             in-process serve with the protections off ("off", as before
+             them) and one with serve's defaults ("on"): an open loop of
+             dispatches at --factor times the capacity measured first with
+             --agents dispatchers in a closed loop (accepted and shed,
+             latency, recovery); readers of a Turn feed
+             of --events events of 200 KiB (default 100) with limit=500
+             (page sizes, RSS); clients that trickle a body (cut by the read
+             timeout); more connections than the cap; a flood of wrong tokens
+             beside a real agent (its p50/p99, the 429s). The eight timed
+             phases share --duration. The read timeout and connection cap are
+             scaled to the run (1 s, 256) on a third serve.
 
 Without --url, bench starts serve in-process on a temporary data directory
 (embedded NATS, file storage, as 'turnledger serve' runs). With --url it
@@ -83,7 +96,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := benchConfig{Scenario: "lifecycle", Agents: 64, Requesters: 4, Projects: 1, Duration: 10 * time.Second, Events: 1_000_000}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "lifecycle, feed, replay or start")
+	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "lifecycle, feed, replay, start or overload")
 	fs.StringVar(&cfg.URL, "url", "", "drive a running serve at this URL instead of starting one")
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "admin bearer of --url (default TURNLEDGER_ADMIN_TOKEN)")
 	fs.StringVar(&cfg.NATSURL, "nats-url", "", "with --url: the NATS server of that serve, to measure the append rate on")
@@ -92,7 +105,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Projects, "projects", cfg.Projects, "projects the agents are spread over (1 is the hardest case: one project's appends are serialised)")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the lifecycle load runs")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: Turns started per second (0: closed loop)")
-	fs.IntVar(&cfg.Events, "events", cfg.Events, "feed, replay, start: events in the ledger")
+	fs.IntVar(&cfg.Events, "events", cfg.Events, "feed, replay, start: events in the ledger; overload: events of 200 KiB in the feed its readers read (default 100)")
+	fs.Float64Var(&cfg.Factor, "factor", 3, "overload: the open loop's rate as a multiple of the capacity measured in the same run")
 	fs.StringVar(&cfg.Data, "data", "", "feed, replay, start: data directory to make the ledger in (default: a temporary one); an existing one with at least --events is reused")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the result as JSON")
 	fs.Func("sync", "lifecycle without --url: the in-process serve's --sync, always (the default, as serve) or interval", syncFlag(&cfg.Sync))
@@ -107,6 +121,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: bench takes no arguments, got %q", errUsage, strings.Join(fs.Args(), " "))
+	}
+	if cfg.Scenario == "overload" && !flagSet(fs, "events") {
+		cfg.Events = 100
 	}
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -143,6 +160,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch cfg.Scenario {
 	case "lifecycle":
 		res, err = b.lifecycle(ctx)
+	case "overload":
+		res, err = b.overload(ctx)
 	default:
 		res, err = b.atScale(ctx)
 	}
@@ -162,9 +181,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func (c benchConfig) validate() error {
 	var errs []error
 	switch c.Scenario {
-	case "lifecycle", "feed", "replay", "start":
+	case "lifecycle", "feed", "replay", "start", "overload":
 	default:
-		errs = append(errs, fmt.Errorf("--scenario must be lifecycle, feed, replay or start, not %q", c.Scenario))
+		errs = append(errs, fmt.Errorf("--scenario must be lifecycle, feed, replay, start or overload, not %q", c.Scenario))
+	}
+	if c.Factor <= 0 {
+		errs = append(errs, errors.New("--factor must be positive"))
 	}
 	if c.Agents < 1 || c.Requesters < 1 || c.Projects < 1 {
 		errs = append(errs, errors.New("--agents, --requesters and --projects must be at least 1"))
@@ -174,6 +196,9 @@ func (c benchConfig) validate() error {
 	}
 	if c.Duration <= 0 || c.Rate < 0 || c.Events < 1 {
 		errs = append(errs, errors.New("--duration and --events must be positive, --rate not negative"))
+	}
+	if c.Scenario == "overload" && (c.Duration < 800*time.Millisecond || c.Events < 2) {
+		errs = append(errs, errors.New("overload: --duration must be at least 800ms (eight phases) and --events at least 2"))
 	}
 	if c.URL != "" && c.Scenario != "lifecycle" {
 		errs = append(errs, errors.New("--url goes with --scenario lifecycle only (the other scenarios make their own ledger)"))
@@ -219,6 +244,8 @@ type benchResult struct {
 	PeakRSSMB     float64 `json:"peak_rss_mib,omitempty"`
 	ProjectionsMB float64 `json:"projections_mib,omitempty"`
 	LedgerMB      float64 `json:"ledger_mib,omitempty"`
+	// overload (bench_overload.go)
+	Overload *overloadResult `json:"overload,omitempty"`
 }
 
 type latencyStats struct {
@@ -254,6 +281,8 @@ func (r *benchResult) print(w io.Writer) {
 		fmt.Fprintf(w, "%d events: feed page of 100 p50 %.2f ms, p99 %.2f ms; serve peak RSS %.0f MiB\n", r.Events, r.FeedP50, r.FeedP99, r.PeakRSSMB)
 	case "replay":
 		fmt.Fprintf(w, "%d events: replay %.0f events/s, peak RSS %.0f MiB\n", r.Events, r.ReplayPerSec, r.PeakRSSMB)
+	case "overload":
+		r.Overload.print(w)
 	case "start":
 		fmt.Fprintf(w, "%d events: ready in %.2f s, RSS when ready %.0f MiB; first request answered (write model loaded) in %.2f s, RSS then %.0f MiB (%.0f MiB anonymous, the rest mapped files)\n",
 			r.Events, r.ReadySeconds, r.PeakRSSMB, r.LoadedSeconds, r.LoadedRSSMB, r.LoadedAnonMB)
@@ -280,6 +309,12 @@ type target struct {
 // start starts serve in-process on dir (a new temporary directory when
 // empty), or connects to --url.
 func (b *bench) start(ctx context.Context, dir string) (*target, error) {
+	return b.startWith(ctx, dir, nil)
+}
+
+// startWith is start with the in-process serve's configuration changed by
+// tune (when not nil).
+func (b *bench) startWith(ctx context.Context, dir string, tune func(*serviceConfig)) (*target, error) {
 	if b.cfg.URL != "" {
 		t := &target{url: strings.TrimRight(b.cfg.URL, "/"), admin: b.cfg.AdminToken, close: func() error { return nil }}
 		if b.cfg.NATSURL != "" {
@@ -306,6 +341,9 @@ func (b *bench) start(ctx context.Context, dir string) (*target, error) {
 		cfg.Sync = b.cfg.Sync
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if tune != nil {
+		tune(&cfg)
+	}
 	s, err := startService(ctx, cfg)
 	if err != nil {
 		cleanup()
@@ -431,24 +469,30 @@ func agentRefOf(project, id string) map[string]string {
 	return map[string]string{"project_id": project, "agent_id": id}
 }
 
+// register registers an agent with the admin bearer admin, issues it a
+// credential and returns its authentication headers.
+func register(ctx context.Context, a *api, admin, project, id string, capacity int, grants ...string) (map[string]string, error) {
+	adm := map[string]string{"Authorization": "Bearer " + admin}
+	err := a.post(ctx, adm, "/v3r1/projects/"+project+"/agents:register", map[string]any{
+		"spec": map[string]any{"agent_id": id, "role": "bench", "description": "turnledger bench", "enabled": true, "accepts_work": capacity > 0,
+			"capacity": capacity, "capabilities": []string{}, "grants": append([]string{}, grants...), "public_metadata": map[string]any{}},
+		"provenance": map[string]any{"kind": "manual", "external_ref": "turnledger bench", "payload_hash": nil}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("register %s/%s: %w", project, id, err)
+	}
+	var issued struct {
+		Token string `json:"token"`
+	}
+	if err := a.post(ctx, adm, "/v3r1/projects/"+project+"/agents/"+id+"/credentials:issue", nil, &issued); err != nil {
+		return nil, fmt.Errorf("issue a credential to %s/%s: %w", project, id, err)
+	}
+	return map[string]string{"X-Svc-Project-Id": project, "X-Svc-Agent-Id": id, "Authorization": "Bearer " + issued.Token}, nil
+}
+
 // setUp registers the agents and issues their credentials.
 func (b *bench) setUp(ctx context.Context, a *api, admin string) (*fleet, error) {
-	adm := map[string]string{"Authorization": "Bearer " + admin}
 	register := func(project, id string, capacity int, grants ...string) (map[string]string, error) {
-		err := a.post(ctx, adm, "/v3r1/projects/"+project+"/agents:register", map[string]any{
-			"spec": map[string]any{"agent_id": id, "role": "bench", "description": "turnledger bench", "enabled": true, "accepts_work": capacity > 0,
-				"capacity": capacity, "capabilities": []string{}, "grants": append([]string{}, grants...), "public_metadata": map[string]any{}},
-			"provenance": map[string]any{"kind": "manual", "external_ref": "turnledger bench", "payload_hash": nil}}, nil)
-		if err != nil {
-			return nil, fmt.Errorf("register %s/%s: %w", project, id, err)
-		}
-		var issued struct {
-			Token string `json:"token"`
-		}
-		if err := a.post(ctx, adm, "/v3r1/projects/"+project+"/agents/"+id+"/credentials:issue", nil, &issued); err != nil {
-			return nil, fmt.Errorf("issue a credential to %s/%s: %w", project, id, err)
-		}
-		return map[string]string{"X-Svc-Project-Id": project, "X-Svc-Agent-Id": id, "Authorization": "Bearer " + issued.Token}, nil
+		return register(ctx, a, admin, project, id, capacity, grants...)
 	}
 	f := &fleet{run: fmt.Sprintf("%x", rand.Uint64())}
 	for p := range b.cfg.Projects {

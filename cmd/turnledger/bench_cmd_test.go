@@ -116,9 +116,65 @@ func TestBenchAtScaleScenarios(t *testing.T) {
 	}
 }
 
+// TestBenchOverloadReportsSaneNumbers runs the overload scenario briefly
+// and checks that its report adds up and shows each protection at work —
+// counts and bounds, never how fast anything was.
+func TestBenchOverloadReportsSaneNumbers(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main(t.Context(), []string{"bench", "--scenario", "overload", "--duration", "1600ms", "--events", "30", "--agents", "8", "--json"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("bench --scenario overload exited %d: %s", code, errb.String())
+	}
+	var res benchResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Overload == nil {
+		t.Fatalf("bench --json printed %q: %v", out.String(), err)
+	}
+	r := res.Overload
+	if r.CapacityPerSec <= 0 || r.IdleP50 <= 0 || r.Factor != 3 || r.Dispatchers != 8 {
+		t.Errorf("capacity %v/s, idle p50 %v ms, factor %v, %d dispatchers; want both measured, 3, 8", r.CapacityPerSec, r.IdleP50, r.Factor, r.Dispatchers)
+	}
+	for name, s := range map[string]openLoopStats{"off": r.OpenLoop.Off, "on": r.OpenLoop.On} {
+		if s.Sent == 0 || s.OK+s.Shed+s.Failed != s.Sent || s.OK == 0 || s.OKP50 <= 0 || s.OKP50 > s.OKP99 || s.RatePerSec <= 0 {
+			t.Errorf("open loop %s = %+v; want dispatches sent, each counted once, some accepted, 0 < p50 ≤ p99", name, s)
+		}
+		if s.RecoveryOK != s.RecoveryN || s.RecoveryN == 0 {
+			t.Errorf("open loop %s: %d of %d dispatches after the load answered 200, want all (recovery is immediate)", name, s.RecoveryOK, s.RecoveryN)
+		}
+	}
+	if r.OpenLoop.Off.Shed != 0 {
+		t.Errorf("open loop with the protections off shed %d dispatches, want none", r.OpenLoop.Off.Shed)
+	}
+	for name, s := range map[string]floodStats{"alone": r.Flood.Alone, "off": r.Flood.Off, "on": r.Flood.On} {
+		if s.N == 0 || s.Refused != 0 || s.P50 <= 0 || s.P50 > s.P99 {
+			t.Errorf("flood %s: real agent %+v; want requests, none refused, 0 < p50 ≤ p99", name, s)
+		}
+	}
+	if r.Flood.Off.FloodPerSec <= 0 || r.Flood.Off.Throttled != 0 || r.Flood.On.FloodPerSec <= 0 || r.Flood.On.Throttled < 0.5 {
+		t.Errorf("flood off %+v, on %+v; want no 429 without the throttle and most of the flood 429 with it", r.Flood.Off, r.Flood.On)
+	}
+	sb := r.SlowBodies
+	if sb.Off.Open != sb.Clients || sb.On.Cut != sb.Clients || sb.On.CutP50MS < sb.ReadTimeoutMS {
+		t.Errorf("slow bodies of %d clients: off %+v, on %+v; want all open without a read timeout, all cut at the read timeout of %v ms with it", sb.Clients, sb.Off, sb.On, sb.ReadTimeoutMS)
+	}
+	c := r.Conns
+	if c.Off.Served != c.Opened || c.On.Served != c.Cap || c.On.Waiting != c.Opened-c.Cap || c.On.Released == 0 || c.On.ServedAfterRelease != c.On.Released {
+		t.Errorf("%d connections: off %+v, on (cap %d) %+v; want all served without a cap, the cap served with it and as many more as were closed", c.Opened, c.Off, c.Cap, c.On)
+	}
+	f := r.Feed
+	for name, s := range map[string]feedStats{"off": f.Off, "on": f.On} {
+		if s.Pages < f.Readers || s.RSSPeakMB <= 0 || s.HeapPeakMB <= 0 || s.RSSBeforeMB <= 0 {
+			t.Errorf("feed %s = %+v; want a page per reader at least, RSS and heap measured", name, s)
+		}
+	}
+	if f.On.MaxPageBytes > 4<<20+64<<10 || f.Off.MaxPageBytes <= f.On.MaxPageBytes {
+		t.Errorf("largest feed page: on %d bytes, off %d; want at most about 4 MiB on, larger off (%d events of %d bytes)", f.On.MaxPageBytes, f.Off.MaxPageBytes, f.Events, f.EventBytes)
+	}
+}
+
 func TestBenchRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--scenario", "nope"}, {"--agents", "0"}, {"--projects", "9", "--agents", "4"}, {"--url", "http://127.0.0.1:1", "--scenario", "feed"}, {"extra"},
+		{"--scenario", "overload", "--duration", "100ms"}, {"--factor", "0"}, {"--url", "http://127.0.0.1:1", "--scenario", "overload"},
 	} {
 		var errb bytes.Buffer
 		if code := Main(t.Context(), append([]string{"bench"}, args...), &bytes.Buffer{}, &errb); code != 2 {

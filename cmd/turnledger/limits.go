@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/turnledger/turnledger/httpapi"
+	"github.com/turnledger/turnledger/internal/throttle"
+	"github.com/turnledger/turnledger/projection"
 )
 
 // limits are serve's protections against overload and abuse; the README's
@@ -27,6 +29,7 @@ type limits struct {
 	ReadTimeout        time.Duration // whole request, body included
 	WriteTimeout       time.Duration // whole response; streams extend their own
 	MemoryLimit        byteSize      // soft memory limit of the process (GOMEMLIMIT)
+	MaxPageBytes       byteSize      // stored bytes of the items of one feed, context or Turn list page
 }
 
 func defaultLimits() limits {
@@ -40,18 +43,37 @@ func defaultLimits() limits {
 		ReadTimeout:        30 * time.Second,
 		WriteTimeout:       30 * time.Second,
 		MemoryLimit:        1 << 30,
+		MaxPageBytes:       projection.DefaultMaxPageBytes,
 	}
 }
 
 func (l *limits) flags(fs *flag.FlagSet) {
 	fs.IntVar(&l.MaxInFlight, "max-in-flight", l.MaxInFlight, "requests served at once; beyond it 503 with Retry-After (0: no bound)")
 	fs.IntVar(&l.MaxProjectInFlight, "max-project-in-flight", l.MaxProjectInFlight, "requests of one project served at once; beyond it 503 with Retry-After (0: no bound)")
-	fs.IntVar(&l.AuthFailureBurst, "auth-failure-burst", l.AuthFailureBurst, "failed authentications allowed per address and per agent before 429 (0: no throttle)")
+	l.authFlags(fs, "per address and per agent")
+	l.connFlags(fs, "long polls and streams extend their own")
+	fs.Var(&l.MaxPageBytes, "max-page-bytes", "stored bytes of the items of one feed, context or Turn list page, e.g. 4MiB; a page stops before the item that would pass it, with has_more (it always holds one item)")
+	fs.Var(&l.MemoryLimit, "memory-limit", "soft memory limit of the process, e.g. 512MiB or 2GiB (GOMEMLIMIT in the environment wins; 0: none)")
+}
+
+// authFlags are the flags of the failed-authentication throttle (serve's
+// and runtime's); per says what a bucket is kept for.
+func (l *limits) authFlags(fs *flag.FlagSet, per string) {
+	fs.IntVar(&l.AuthFailureBurst, "auth-failure-burst", l.AuthFailureBurst, "failed authentications allowed "+per+" before 429 with Retry-After (0: no throttle)")
 	fs.DurationVar(&l.AuthFailureEvery, "auth-failure-every", l.AuthFailureEvery, "one more failed authentication allowed per this long")
+}
+
+// connFlags are the flags of the connection cap and the deadlines (serve's
+// and runtime's); streams says what the write deadline does not cut.
+func (l *limits) connFlags(fs *flag.FlagSet, streams string) {
 	fs.IntVar(&l.MaxConns, "max-conns", l.MaxConns, "open client connections at most; more wait to be accepted (0: no bound)")
 	fs.DurationVar(&l.ReadTimeout, "read-timeout", l.ReadTimeout, "time to read a whole request, body included")
-	fs.DurationVar(&l.WriteTimeout, "write-timeout", l.WriteTimeout, "time to write a response (long polls and streams extend their own)")
-	fs.Var(&l.MemoryLimit, "memory-limit", "soft memory limit of the process, e.g. 512MiB or 2GiB (GOMEMLIMIT in the environment wins; 0: none)")
+	fs.DurationVar(&l.WriteTimeout, "write-timeout", l.WriteTimeout, "time to write a response ("+streams+")")
+}
+
+// authFailures is the throttle's rate.
+func (l limits) authFailures() throttle.Rate {
+	return throttle.Rate{Burst: l.AuthFailureBurst, Every: l.AuthFailureEvery}
 }
 
 func (l limits) validate() error {
@@ -62,13 +84,24 @@ func (l limits) validate() error {
 	if l.ReadTimeout <= 0 || l.WriteTimeout <= 0 {
 		errs = append(errs, errors.New("--read-timeout and --write-timeout must be positive"))
 	}
+	if l.MaxPageBytes < 1024 || l.MaxPageBytes > 1<<30 {
+		errs = append(errs, errors.New("--max-page-bytes must be from 1KiB to 1GiB"))
+	}
 	return errors.Join(errs...)
 }
 
 // apply sets the API's bounds.
 func (l limits) apply(c *httpapi.Config) {
 	c.MaxInFlight, c.MaxProjectInFlight = l.MaxInFlight, l.MaxProjectInFlight
-	c.AuthFailures = httpapi.Rate{Burst: l.AuthFailureBurst, Every: l.AuthFailureEvery}
+	c.AuthFailures = l.authFailures()
+}
+
+// projection returns the projection store's configuration with serve's
+// page byte budget.
+func (l limits) projection() projection.Config {
+	c := projection.DefaultConfig()
+	c.MaxPageBytes = int(l.MaxPageBytes)
+	return c
 }
 
 // setMemoryLimit sets the process's soft memory limit, unless GOMEMLIMIT is

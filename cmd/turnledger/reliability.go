@@ -59,7 +59,7 @@ func secretKey(dir string) ([]byte, error) {
 // WARN, and /readyz answers 503 until the rebuild has reached the ledger's
 // head of the moment.
 func (s *service) openProjections(path string) error {
-	cfg := projection.DefaultConfig()
+	cfg := s.cfg.Limits.projection()
 	if s.cfg.ProjSync == projectionSyncClose {
 		if cfg.Boot = projection.BootID(); cfg.Boot == "" {
 			s.cfg.Logger.Info("the system does not tell its boot id: the projection file is fsynced at every commit")

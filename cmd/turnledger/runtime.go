@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -81,10 +80,16 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 		fmt.Fprintln(fs.Output())
 		fmt.Fprint(fs.Output(), runtimeEnv)
 	}
+	lim := defaultLimits()
+	lim.connFlags(fs, "the execution websocket is not cut by it")
+	lim.authFlags(fs, "per address")
 	var logOpts logOptions
 	logOpts.register(fs)
 	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
+	}
+	if err := lim.validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	logger, err := logOpts.logger(stderr)
 	if err != nil {
@@ -95,6 +100,7 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 	}
 
 	cfg, problems := runtimeConfig(getenv)
+	cfg.AuthFailures = lim.authFailures()
 	if err := cfg.Validate(); err != nil {
 		problems = append(problems, splitJoined(err)...)
 	}
@@ -159,11 +165,10 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 		ln.Close()
 		return err
 	}
-	// serve's connection cap; no read or write deadline, because the
-	// execution websocket is a long-lived hijacked connection that keeps
-	// the deadlines set before the upgrade.
-	lim := defaultLimits()
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// serve's deadlines and connection cap. The execution websocket clears
+	// the deadlines of its connection when it takes it over (authn/ws.go),
+	// so they bound requests, not sockets.
+	hs := lim.server(handler)
 	fmt.Fprintf(stdout, "turnledger runtime: listening on http://%s (AUTH_MODE=%s, APP_ENV=%s, database %s)\n", ln.Addr(), cfg.Mode, cfg.AppEnv, db)
 
 	errc := make(chan error, 1)
