@@ -89,6 +89,9 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
+	if err := checkProjectionsFree(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	token := cfg.AdminToken
 	if token == "" {
 		if token, s.tokenPath, err = adminToken(cfg.DataDir); err != nil {
