@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every fuzz target of the repository for a bounded time each
 # (FUZZTIME, default 3s): the decoders of request bodies, ids, query
-# parameters, tokens, feed items, events and the projection file. The corpus
+# parameters, agent authentication headers, tokens, feed items, events and
+# the projection file. The corpus
 # of found inputs is kept in <package>/testdata/fuzz/<target> and is also run
 # by every plain `go test`. Usage: bash .ci/fuzz.sh [FUZZTIME]
 set -euo pipefail

@@ -43,7 +43,7 @@
 // after its leader's server stopped or crashed) or the connection is between
 // servers, JetStream answers nothing, "no responders", or "temporarily
 // unavailable". Every request of the Store to JetStream (publish, message
-// get, stream info) is bounded by Config.AttemptTimeout (1s) and asked again
+// get, stream info) is bounded by Config.AttemptTimeout (500ms) and asked again
 // while it fails that way, for up to Config.RetryFor (15s) in all; then the
 // Store gives up with a kernel.Unavailable error (503 with Retry-After to a
 // client). A leader that hands over on shutdown is replaced within a second;
@@ -135,7 +135,11 @@
 // last event it handed over, and gives up with kernel.Unavailable after
 // Config.RetryFor without progress. (The client's ordered consumer recreates
 // itself with a 10 s bound per attempt, which stalled projections for 11 s
-// when the request met a server going away.)
+// when the request met a server going away.) A create that went unanswered
+// is asked again under a new name: the meta leader may have placed the
+// consumer on a server that crashed and is not yet known to be offline, and
+// it then ignores further requests for that name until the crashed server
+// answers, which stalled projections until Config.RetryFor ran out.
 //
 // Every read deletes its consumer when it ends: the server counts
 // ephemeral consumers against a limit (1000 per stream by default) until they

@@ -167,8 +167,7 @@ func (s *Store) consume(ctx context.Context, filter string, after, until uint64,
 	}
 }
 
-// consumerName is a fresh name for a read's consumer: creating it again
-// after an attempt that timed out finds the same consumer, not a second one.
+// consumerName is a fresh name for a read's consumer.
 func consumerName() string {
 	var b [12]byte
 	rand.Read(b[:])
@@ -205,7 +204,20 @@ func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uin
 		ccfg.FilterSubjects = []string{filter}
 	}
 	var cons jetstream.Consumer
-	err := s.retry(ctx, "create a consumer", func(ctx context.Context, _ bool) error {
+	err := s.retry(ctx, "create a consumer", func(ctx context.Context, again bool) error {
+		if again {
+			// The last attempt failed, perhaps unanswered. Ask for a
+			// consumer of another name: the meta leader may have placed the
+			// last one on a server that has crashed and not been marked
+			// offline yet, and then it waits for that server's answer and
+			// ignores every request for the same name (seen after a SIGKILL
+			// of the stream leader's server: creates timed out until the
+			// bound, 15 s, while the stream had a leader again after 6).
+			// The old one, if it exists, is deleted, or its inactive
+			// threshold removes it.
+			s.deleteConsumer(ctx, ccfg.Name, false)
+			ccfg.Name = consumerName()
+		}
 		var err error
 		cons, err = s.js.CreateConsumer(ctx, s.cfg.Stream, ccfg)
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // ErrDamaged is what Check reports (wrapped, with the reason) for a
@@ -19,6 +20,13 @@ import (
 // projections are derived from the ledger, so the cure is a rebuild:
 // OpenHealing does it on open.
 var ErrDamaged = errors.New("projection: damaged projection file")
+
+// ErrInUse is what Check, OpenHealing, MoveAside and Open report (wrapped,
+// with the path) for a projection file whose lock another process holds: a
+// running serve or replay. The file may be perfectly sound, so it is never
+// taken for damage and never moved aside; the caller should refuse to start
+// and say so.
+var ErrInUse = errors.New("projection: the projection file is in use by another process")
 
 // bbolt's on-disk meta page (go.etcd.io/bbolt internal/common): a 16-byte
 // page header, then magic, version, page size, flags (4 bytes each), the root
@@ -70,37 +78,61 @@ func readMeta(f *os.File, off int64) (boltMeta, error) {
 // truncated file would kill the process with SIGBUS there): a valid meta
 // page, a file long enough for every page the meta counts; then bbolt's own
 // consistency check of every reachable page, with any panic of bbolt's
-// caught. It returns nil for a sound file or none at all, and an error
-// wrapping ErrDamaged that says what is wrong otherwise. The file must not be
-// open in another process (see Locked).
+// caught. It returns nil for a sound file or none at all, an error wrapping
+// ErrInUse when another process holds the file's lock (it is then not
+// checked: a live file may be half-written), and an error wrapping
+// ErrDamaged that says what is wrong otherwise. It holds a shared lock on
+// the file while it checks, so no writer can start meanwhile.
 //
 // A changed byte inside a stored value passes: bbolt keeps no checksum of
 // values, so only structure is checked.
 func Check(path string) error {
-	fi, err := os.Stat(path)
+	f, err := openForCheck(path)
+	if f == nil {
+		return err
+	}
+	defer f.Close()
+	return check(f, path)
+}
+
+// openForCheck opens the file at path and takes a shared lock on it without
+// waiting. It returns a nil file and a nil error when there is no file, and
+// an error wrapping ErrInUse when another process holds it.
+func openForCheck(path string) (*os.File, error) {
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return nil, nil
 	} else if err != nil {
+		return nil, fmt.Errorf("projection: check %s: %w", path, err)
+	}
+	if err := lockNB(f, path, false); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// check checks the file f, open at path and locked by the caller.
+func check(f *os.File, path string) error {
+	fi, err := f.Stat()
+	if err != nil {
 		return fmt.Errorf("projection: check %s: %w", path, err)
 	}
-	if err := checkStructure(path, fi.Size()); err != nil {
+	if err := checkStructure(f, fi.Size()); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
 	}
-	if err := checkPages(path); err != nil {
+	if err := checkPages(path); errors.Is(err, ErrInUse) {
+		return err
+	} else if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
 	}
 	return nil
 }
 
-func checkStructure(path string, size int64) error {
+func checkStructure(f *os.File, size int64) error {
 	if size == 0 {
 		return errors.New("the file is empty")
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	// The first meta page is at 0; the second one page size further. Should
 	// the first be damaged, look for the second at the usual page sizes.
 	var metas []boltMeta
@@ -154,7 +186,9 @@ func checkStructure(path string, size int64) error {
 
 // checkPages runs bbolt's consistency check, opening the file read-only.
 // bbolt panics on some damage (a zeroed page "self identifies as 0"): the
-// panic is the verdict.
+// panic is the verdict. The caller holds a shared lock, which bbolt's own
+// shared lock joins; should bbolt still time out on the lock, the file is in
+// use, not damaged.
 func checkPages(path string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -162,7 +196,9 @@ func checkPages(path string) (err error) {
 		}
 	}()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return fmt.Errorf("%w: %s", ErrInUse, path)
+	} else if err != nil {
 		return err
 	}
 	defer db.Close()
@@ -178,8 +214,33 @@ func checkPages(path string) (err error) {
 }
 
 // MoveAside renames the file at path to path.damaged-<time> (UTC, to the
-// second) and returns the new name.
+// second) and returns the new name. It renames only a file it holds the
+// exclusive lock of: one another process has open is left where it is, with
+// an error wrapping ErrInUse.
 func MoveAside(path string, now time.Time) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("projection: move aside %s: %w", path, err)
+	}
+	defer f.Close()
+	return moveAside(f, path, now)
+}
+
+// moveAside is MoveAside of the file f, open at path: it takes (or turns a
+// shared lock into) the exclusive lock of f without waiting, checks that
+// path still names f, and renames it while it holds the lock.
+func moveAside(f *os.File, path string, now time.Time) (string, error) {
+	if err := lockNB(f, path, true); err != nil {
+		return "", err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("projection: move aside %s: %w", path, err)
+	}
+	if pi, err := os.Stat(path); err != nil || !os.SameFile(fi, pi) {
+		// Another process moved it first (and perhaps made a new one).
+		return "", fmt.Errorf("%w: %s was replaced while it was checked", ErrInUse, path)
+	}
 	aside := path + ".damaged-" + now.UTC().Format("20060102T150405Z")
 	if err := os.Rename(path, aside); err != nil {
 		return "", fmt.Errorf("projection: move aside %s: %w", path, err)
@@ -201,30 +262,49 @@ type Healed struct {
 // file (one left unsynced by a crash of the machine too: durability.go), or
 // one of another layout (ErrSchema), is moved aside (MoveAside) and
 // an empty one is opened in its place: a Projector then rebuilds it from the
-// ledger. healed is nil when the file was sound.
+// ledger. healed is nil when the file was sound. A file another process
+// holds (a running serve or replay) is neither checked nor moved: the error
+// wraps ErrInUse.
 func OpenHealing(path string, cfg Config) (st *Store, healed *Healed, err error) {
-	reason := ""
-	if err := Check(path); errors.Is(err, ErrDamaged) {
-		reason = err.Error()
-	} else if err != nil {
-		return nil, nil, err
-	}
-	if reason == "" {
-		st, err = Open(path, cfg)
-		if !errors.Is(err, ErrSchema) && !errors.Is(err, ErrDamaged) {
-			return st, nil, err
-		}
-		reason = err.Error()
-	}
-	aside, err := MoveAside(path, cfg.Now())
+	aside, reason, err := healFile(path, cfg.Now())
 	if err != nil {
 		return nil, nil, err
 	}
 	st, err = Open(path, cfg)
+	if errors.Is(err, ErrSchema) || errors.Is(err, ErrDamaged) { // ErrDamaged: left unsynced by a crash of the machine (durability.go)
+		reason = err.Error()
+		if aside, err = MoveAside(path, cfg.Now()); err != nil {
+			return nil, nil, err
+		}
+		st, err = Open(path, cfg)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	return st, &Healed{MovedTo: aside, Reason: reason}, nil
+	if aside != "" {
+		healed = &Healed{MovedTo: aside, Reason: reason}
+	}
+	return st, healed, nil
+}
+
+// healFile checks the file at path under a shared lock and, when it is
+// damaged, moves it aside under an exclusive one taken on the same open
+// file: between the verdict and the rename no other process can have opened
+// it. It returns where the file went and why ("" and "" for a sound file or
+// none).
+func healFile(path string, now time.Time) (aside, reason string, err error) {
+	f, err := openForCheck(path)
+	if f == nil {
+		return "", "", err
+	}
+	defer f.Close()
+	err = check(f, path)
+	if !errors.Is(err, ErrDamaged) {
+		return "", "", err
+	}
+	reason = err.Error()
+	aside, err = moveAside(f, path, now)
+	return aside, reason, err
 }
 
 // view runs fn in a read transaction. A panic inside it (bbolt meeting a

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
@@ -206,4 +207,65 @@ func TestLockedAsksTheLock(t *testing.T) {
 	if locked, err := Locked(path + ".missing"); err != nil || locked {
 		t.Errorf("Locked(missing file) = %v, %v; want false", locked, err)
 	}
+}
+
+// TestALockedFileIsInUseNeverDamaged: a file another process holds (here a
+// second open of it, which flock tells apart just the same) is reported in
+// use by Check, OpenHealing, MoveAside and Open, and is never moved aside —
+// whether it is sound, or damaged under the running store.
+func TestALockedFileIsInUseNeverDamaged(t *testing.T) {
+	path, l := filledFile(t)
+	s, err := Open(path, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.OpenTimeout = 10 * time.Millisecond
+	check := func(what string) {
+		t.Helper()
+		if err := Check(path); !errors.Is(err, ErrInUse) || errors.Is(err, ErrDamaged) {
+			t.Errorf("%s: Check(held file) = %v, want ErrInUse and not ErrDamaged", what, err)
+		}
+		if s2, healed, err := OpenHealing(path, cfg); !errors.Is(err, ErrInUse) || healed != nil {
+			if s2 != nil {
+				s2.Close()
+			}
+			t.Errorf("%s: OpenHealing(held file) = %+v, %v; want ErrInUse and nothing healed", what, healed, err)
+		}
+		if aside, err := MoveAside(path, time.Now()); !errors.Is(err, ErrInUse) {
+			t.Errorf("%s: MoveAside(held file) = %q, %v; want ErrInUse", what, aside, err)
+		}
+		if s2, err := Open(path, cfg); !errors.Is(err, ErrInUse) {
+			if s2 != nil {
+				s2.Close()
+			}
+			t.Errorf("%s: Open(held file) = %v, want ErrInUse", what, err)
+		}
+		after, err := os.Stat(path)
+		if err != nil || !os.SameFile(before, after) {
+			t.Errorf("%s: the held file was replaced or moved (Stat = %v)", what, err)
+		}
+		if aside, _ := filepath.Glob(path + ".damaged-*"); len(aside) != 0 {
+			t.Errorf("%s: files moved aside: %v, want none", what, aside)
+		}
+	}
+	check("sound")
+	if cp := s.Checkpoint(); cp != l.recs[len(l.recs)-1].Seq {
+		t.Errorf("the holder's checkpoint = %d, want %d", cp, l.recs[len(l.recs)-1].Seq)
+	}
+	damages["truncated in the middle"](t, path)
+	check("damaged under its holder")
+
+	// Once the holder is gone, the damage is found and healed.
+	s.Close()
+	s2, healed, err := OpenHealing(path, testConfig())
+	if err != nil || healed == nil {
+		t.Fatalf("OpenHealing(released damaged file) = %+v, %v; want it moved aside", healed, err)
+	}
+	s2.Close()
 }

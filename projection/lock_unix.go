@@ -29,3 +29,19 @@ func Locked(path string) (bool, error) {
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return false, nil
 }
+
+// lockNB takes a shared or an exclusive flock on f, open at path, or turns
+// the one f holds into the other, without waiting. Another process's
+// conflicting lock is an error wrapping ErrInUse.
+func lockNB(f *os.File, path string, exclusive bool) error {
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); errors.Is(err, syscall.EWOULDBLOCK) {
+		return fmt.Errorf("%w: %s", ErrInUse, path)
+	} else if err != nil {
+		return fmt.Errorf("projection: lock %s: %w", path, err)
+	}
+	return nil
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/turnledger/turnledger/kernel"
 )
@@ -124,13 +125,17 @@ type Store struct {
 	beforeCommit func() error // tests: runs between publishFolded and the commit
 }
 
-// Open opens (creating when missing) the projection file at path.
+// Open opens (creating when missing) the projection file at path. A file
+// whose lock another process still holds after cfg.OpenTimeout is an error
+// wrapping ErrInUse.
 func Open(path string, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.OpenTimeout, NoSync: cfg.NoSync || cfg.Boot != ""})
-	if err != nil {
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s (its lock was not free within %v)", ErrInUse, path, cfg.OpenTimeout)
+	} else if err != nil {
 		return nil, fmt.Errorf("projection: open %s: %w", path, err)
 	}
 	if err := markUnsynced(db, cfg.Boot); err != nil {

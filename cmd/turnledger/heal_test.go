@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/internal/checkfor"
+	"github.com/turnledger/turnledger/internal/natstest"
 )
 
 // truncateHalf cuts the file at path to half its length: a crash of the disk
@@ -128,4 +129,63 @@ func TestDamageUnderARunningServeFailsReadiness(t *testing.T) {
 		t.Errorf("/readyz after a damaged read = %+v, want not_ready with the projections failing", ready)
 	}
 	stop()
+}
+
+// TestASecondServeLeavesARunningOnesFileAlone starts serve on a data
+// directory with --nats-url, then a second serve on the same directory (and
+// NATS server), and one with the embedded server: each refuses to start,
+// naming the data directory, and the running instance's projection file is
+// neither checked as damaged nor moved aside — it keeps serving from it.
+func TestASecondServeLeavesARunningOnesFileAlone(t *testing.T) {
+	srv := natstest.Start(t)
+	dir := t.TempDir()
+	base, stop := startEngine(t, dir, "127.0.0.1:0", "--nats-url", srv.ClientURL())
+	admin := adminClient(t, base, dir)
+	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
+	dispatch := func(key string) {
+		req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
+			"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "req"), "input": map[string]any{},
+			"turn_kind": "summarize", "dispatch_key": key, "authority": map[string]any{"mode": "root_request", "request_id": "r"},
+		}, 200)
+	}
+	dispatch("before")
+	waitReady(t, base)
+	live := filepath.Join(dir, "projections.db")
+	before, err := os.Stat(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{
+		"same NATS server": {"--nats-url", srv.ClientURL()},
+		"embedded":         nil,
+	} {
+		var out syncBuffer
+		code := Main(t.Context(), append([]string{"serve", "--addr", "127.0.0.1:0", "--data", dir}, args...), &out, &out)
+		if want := live + " is in use"; code != 1 || !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "running on "+dir) {
+			t.Errorf("a second serve (%s) on %s = exit %d:\n%s\nwant exit 1 saying %q and naming the data directory", name, dir, code, out.String(), want)
+		}
+		if strings.Contains(out.String(), "damaged") {
+			t.Errorf("a second serve (%s) took the running one's file for damaged:\n%s", name, out.String())
+		}
+		after, err := os.Stat(live)
+		if err != nil || !os.SameFile(before, after) {
+			t.Fatalf("after a second serve (%s), %s was moved or replaced (Stat = %v)", name, live, err)
+		}
+		if aside, _ := filepath.Glob(live + ".damaged-*"); len(aside) != 0 {
+			t.Fatalf("after a second serve (%s), files were moved aside: %v", name, aside)
+		}
+	}
+	// The running instance never noticed.
+	dispatch("after")
+	waitReady(t, base)
+	var page struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	json.Unmarshal(req.call("GET", "/v3r1/projects/p1/projection/turns?limit=10", nil, 200), &page)
+	if len(page.Items) != 2 {
+		t.Errorf("the running serve lists %d Turns, want 2", len(page.Items))
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited with %d", code)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -76,10 +77,49 @@ func (a natsAuth) validate(url string) error {
 	return errors.Join(errs...)
 }
 
+// validateBackend reports the serve flags that cannot work with the NATS
+// server chosen, joined: natsURL is --nats-url (empty: the embedded
+// server), replicas --replicas, and syncSet whether --sync was given.
+//
+// The embedded server is a single node, so a stream of more than one
+// replica cannot be made on it (nats-server would refuse it only once the
+// stream is created, with "replicas > 1 not supported in non-clustered
+// mode"). --sync sets the embedded server's fsync policy; an external
+// server keeps its own (sync_interval in its jetstream block), so --sync
+// with --nats-url would promise what serve cannot give: it is refused
+// rather than silently ignored.
+func validateBackend(natsURL string, replicas int, syncSet bool) error {
+	var errs []error
+	if natsURL == "" && replicas > 1 {
+		errs = append(errs, fmt.Errorf("--replicas %d needs --nats-url: the embedded NATS server is a single node, so its stream has 1 replica; run a 3-node NATS cluster for 3 (see the README's cluster section)", replicas))
+	}
+	if natsURL != "" && syncSet {
+		errs = append(errs, errors.New("--sync applies to the embedded NATS server only; with --nats-url, how often the NATS server fsyncs is its own setting (sync_interval in its jetstream block; sync_interval: always fsyncs every message)"))
+	}
+	return errors.Join(errs...)
+}
+
+// How the connection to an external NATS server notices that server is
+// gone when nothing closes the TCP connection (a crashed host, a network
+// partition, a frozen process): a ping every natsPingInterval, and the
+// connection is stale, and replaced by one to another server of the
+// cluster, once natsMaxPingsOut pings are unanswered — within about
+// natsPingInterval × (natsMaxPingsOut+1), 4 s, where the client's defaults
+// (2 minutes, 2) took up to 6 minutes while every command failed with 503.
+// A server that has gone away for good is asked again after
+// natsReconnectWait (the client's default is 2 s).
+const (
+	natsPingInterval  = time.Second
+	natsMaxPingsOut   = 3
+	natsReconnectWait = 250 * time.Millisecond
+)
+
 // options are the nats.Connect options of a: reconnect forever (a cluster
-// loses servers and gets them back), and authenticate and encrypt as asked.
+// loses servers and gets them back), notice a server that stopped answering
+// within seconds, and authenticate and encrypt as asked.
 func (a natsAuth) options() []nats.Option {
-	opts := []nats.Option{nats.Name("turnledger"), nats.MaxReconnects(-1)}
+	opts := []nats.Option{nats.Name("turnledger"), nats.MaxReconnects(-1),
+		nats.PingInterval(natsPingInterval), nats.MaxPingsOutstanding(natsMaxPingsOut), nats.ReconnectWait(natsReconnectWait)}
 	if a.User != "" {
 		opts = append(opts, nats.UserInfo(a.User, a.Password))
 	}

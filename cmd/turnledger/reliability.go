@@ -54,10 +54,32 @@ func secretKey(dir string) ([]byte, error) {
 	return k, nil
 }
 
+// projectionsInUse is the refusal of serve and replay to work on a data
+// directory whose projection file another process holds: a healthy file of
+// a running serve is in use, never damaged, and is left alone.
+func projectionsInUse(dataDir string) error {
+	return fmt.Errorf("%s is in use (is turnledger serve or replay running on %s? stop it first, or give this one another --data)",
+		filepath.Join(dataDir, "projections.db"), dataDir)
+}
+
+// checkProjectionsFree refuses early, before NATS is touched, when another
+// process holds the projection file of dataDir. openProjections refuses
+// too, should one take it in between.
+func checkProjectionsFree(dataDir string) error {
+	locked, err := projection.Locked(filepath.Join(dataDir, "projections.db"))
+	if err != nil {
+		return err
+	} else if locked {
+		return projectionsInUse(dataDir)
+	}
+	return nil
+}
+
 // openProjections opens the projection file, checking it first: a damaged
 // one is moved aside and rebuilt from the ledger by the projector, with a
 // WARN, and /readyz answers 503 until the rebuild has reached the ledger's
-// head of the moment.
+// head of the moment. A file another process holds is neither checked nor
+// moved: serve refuses to start.
 func (s *service) openProjections(path string) error {
 	cfg := s.cfg.Limits.projection()
 	if s.cfg.ProjSync == projectionSyncClose {
@@ -66,7 +88,9 @@ func (s *service) openProjections(path string) error {
 		}
 	}
 	st, healed, err := projection.OpenHealing(path, cfg)
-	if err != nil {
+	if errors.Is(err, projection.ErrInUse) {
+		return projectionsInUse(s.cfg.DataDir)
+	} else if err != nil {
 		return err
 	}
 	s.store = st

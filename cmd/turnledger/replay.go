@@ -61,13 +61,13 @@ func replay(ctx context.Context, dataDir, natsURL string, auth natsAuth, lcfg le
 	// Make sure no serve holds the live file, by asking its lock: the file
 	// itself is never opened as a database here, so a damaged one cannot
 	// crash the tool that repairs it.
-	if locked, err := projection.Locked(live); err != nil {
+	if err := checkProjectionsFree(dataDir); err != nil {
 		return err
-	} else if locked {
-		return fmt.Errorf("%s is in use (is turnledger serve running on %s? stop it first)", live, dataDir)
 	}
 	damaged := projection.Check(live)
-	if damaged != nil && !errors.Is(damaged, projection.ErrDamaged) {
+	if errors.Is(damaged, projection.ErrInUse) {
+		return projectionsInUse(dataDir)
+	} else if damaged != nil && !errors.Is(damaged, projection.ErrDamaged) {
 		return damaged
 	}
 	emb, nc, l, err := openLedger(ctx, dataDir, natsURL, auth, lcfg, ledger.SyncAlways)
@@ -99,7 +99,9 @@ func replay(ctx context.Context, dataDir, natsURL string, auth natsAuth, lcfg le
 	if damaged != nil {
 		// Keep the damaged file for a post-mortem instead of overwriting it.
 		aside, err := projection.MoveAside(live, time.Now())
-		if err != nil {
+		if errors.Is(err, projection.ErrInUse) {
+			return projectionsInUse(dataDir)
+		} else if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "the old projection file was damaged (%v); moved it to %s\n", damaged, aside)

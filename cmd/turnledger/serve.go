@@ -18,7 +18,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address of the API (loopback by default)")
 	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "data directory: projections, admin token, embedded NATS store")
 	fs.StringVar(&cfg.NATSURL, "nats-url", "", "use this NATS server or cluster (comma-separated URLs) instead of the embedded one")
-	fs.IntVar(&cfg.Ledger.Replicas, "replicas", cfg.Ledger.Replicas, "replicas of the ledger stream when serve creates it (3 on a 3-node cluster); an existing stream is used as it is")
+	fs.IntVar(&cfg.Ledger.Replicas, "replicas", cfg.Ledger.Replicas, "replicas of the ledger stream when serve creates it (3 on a 3-node cluster; more than 1 needs --nats-url); an existing stream is used as it is")
 	addNATSFlags(fs, &cfg.NATSAuth)
 	fs.DurationVar(&cfg.Kernel.ClaimTTL, "claim-ttl", cfg.Kernel.ClaimTTL, "lease of a claim; renew extends it by as much")
 	fs.DurationVar(&cfg.Kernel.CredentialTTL, "credential-ttl", cfg.Kernel.CredentialTTL, "lifetime of an agent credential")
@@ -26,7 +26,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.MetricsOpen, "metrics-public", false, "serve /metrics to any client (by default only to loopback clients)")
 	fs.IntVar(&cfg.Kernel.MaxDepth, "max-depth", cfg.Kernel.MaxDepth, "deepest child Turn")
 	fs.Func("projection-sync", "when the projection file is fsynced: close (at shutdown; a crash of the machine makes serve rebuild it from the ledger; the default) or commit (every commit)", projectionSyncFlag(&cfg.ProjSync))
-	fs.Func("sync", "embedded NATS durability: always (fsync each append: survives power loss; the default) or interval (fsync every 2m: survives a process crash)", syncFlag(&cfg.Sync))
+	fs.Func("sync", "embedded NATS durability (not with --nats-url, whose server keeps its own): always (fsync each append: survives power loss; the default) or interval (fsync every 2m: survives a process crash)", syncFlag(&cfg.Sync))
 	var logOpts logOptions
 	logOpts.register(fs)
 	cfg.Limits.flags(fs)
@@ -45,6 +45,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, strings.Join(fs.Args(), " "))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if err := validateBackend(cfg.NATSURL, cfg.Ledger.Replicas, given["sync"]); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	logger, err := logOpts.logger(stderr)
 	if err != nil {

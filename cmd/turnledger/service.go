@@ -40,7 +40,13 @@ type serviceConfig struct {
 	Kernel       kernel.Config
 	Ledger       ledger.Config
 	Logger       *slog.Logger
-	RequestLog   bool // one log line per request (httpapi.RequestLog)
+	RequestLog   bool      // one log line per request (httpapi.RequestLog)
+	Lag          lagBounds // past them /readyz answers 503 (lag.go)
+
+	// projectorSource, when set, wraps the ledger as the projector follows
+	// it. Tests only: they hold the projector back to watch /readyz while
+	// it is behind.
+	projectorSource func(projection.Source) projection.Source
 }
 
 func defaultServiceConfig() serviceConfig {
@@ -54,6 +60,7 @@ func defaultServiceConfig() serviceConfig {
 		Kernel:       kernel.DefaultConfig(),
 		Ledger:       ledger.DefaultConfig(),
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Lag:          lagBounds{Events: maxProjectionLag, Stall: maxProjectionStall},
 	}
 }
 
@@ -82,7 +89,7 @@ type service struct {
 
 // startService opens every part and starts serving. Close stops it.
 func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error) {
-	s := &service{cfg: cfg}
+	s := &service{cfg: cfg, lag: lagWatch{bounds: cfg.Lag}}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -90,6 +97,9 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	if err := checkProjectionsFree(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	token := cfg.AdminToken
 	if token == "" {
@@ -120,7 +130,11 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 		return nil, err
 	}
 	s.engine.KeepSnapshots(s.store, snapshotEvery)
-	s.projector = projection.NewProjector(s.store, s.ledger)
+	var src projection.Source = s.ledger
+	if cfg.projectorSource != nil {
+		src = cfg.projectorSource(src)
+	}
+	s.projector = projection.NewProjector(s.store, src)
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.wg.Add(1)

@@ -50,6 +50,17 @@ func (c *Cluster) StreamLeader(stream string) *server.Server {
 	return nil
 }
 
+// MetaLeader returns the running server that leads the JetStream meta
+// group, or nil while there is none.
+func (c *Cluster) MetaLeader() *server.Server {
+	for _, s := range c.Servers {
+		if s.Running() && s.JetStreamIsLeader() {
+			return s
+		}
+	}
+	return nil
+}
+
 // WaitStreamLeader waits up to timeout for the stream to have a leader and
 // every running replica to be current, and returns the leader.
 func (c *Cluster) WaitStreamLeader(stream string, timeout time.Duration) *server.Server {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,11 +36,12 @@ type ProcCluster struct {
 
 // ProcNode is one nats-server process of a ProcCluster.
 type ProcNode struct {
-	Name      string
-	ClientURL string
-	RouteURL  string
-	cmd       *exec.Cmd
-	done      chan struct{}
+	Name       string
+	ClientURL  string
+	RouteURL   string
+	MonitorURL string // the HTTP monitoring endpoint (/jsz, /varz)
+	cmd        *exec.Cmd
+	done       chan struct{}
 }
 
 var (
@@ -121,6 +123,7 @@ func startProc(t testing.TB, bin, name, listen string, all []string) *ProcNode {
 	routes := "routes: [" + strings.Join(rs, ", ") + "]"
 	conf := fmt.Sprintf(`server_name: %s
 listen: "127.0.0.1:-1"
+http: "127.0.0.1:-1"
 ports_file_dir: %q
 jetstream { store_dir: %q }
 cluster {
@@ -152,13 +155,14 @@ cluster {
 			return false
 		}
 		var ports struct {
-			Nats    []string `json:"nats"`
-			Cluster []string `json:"cluster"`
+			Nats       []string `json:"nats"`
+			Cluster    []string `json:"cluster"`
+			Monitoring []string `json:"monitoring"`
 		}
-		if json.Unmarshal(data, &ports) != nil || len(ports.Nats) == 0 || len(ports.Cluster) == 0 {
+		if json.Unmarshal(data, &ports) != nil || len(ports.Nats) == 0 || len(ports.Cluster) == 0 || len(ports.Monitoring) == 0 {
 			return false
 		}
-		p.ClientURL, p.RouteURL = ports.Nats[0], strings.Replace(ports.Cluster[0], "nats://", "nats-route://", 1)
+		p.ClientURL, p.RouteURL, p.MonitorURL = ports.Nats[0], strings.Replace(ports.Cluster[0], "nats://", "nats-route://", 1), ports.Monitoring[0]
 		return true
 	})
 	return p
@@ -199,8 +203,97 @@ func (c *ProcCluster) StreamLeader(js jetstream.JetStream, stream string) string
 	return info.Cluster.Leader
 }
 
+// jsz is the part of a server's /jsz monitoring report the leader views
+// read: its own view of the meta group and of each stream's raft group.
+type jsz struct {
+	Meta *struct {
+		Leader string `json:"leader"`
+	} `json:"meta_cluster"`
+	Accounts []struct {
+		Streams []struct {
+			Name    string `json:"name"`
+			Cluster *struct {
+				Leader string `json:"leader"`
+			} `json:"cluster"`
+		} `json:"stream_detail"`
+	} `json:"account_details"`
+}
+
+// views asks every live node's monitoring endpoint for its /jsz report. A
+// node answers from its own state at once, also while a group has no
+// leader, unlike a JetStream API request, which waits for a leader.
+func (c *ProcCluster) views() []jsz {
+	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	var out []jsz
+	for _, p := range c.Nodes {
+		if p.Gone() {
+			continue
+		}
+		resp, err := hc.Get(p.MonitorURL + "/jsz?accounts=true&streams=true")
+		if err != nil {
+			continue
+		}
+		var v jsz
+		if json.NewDecoder(resp.Body).Decode(&v) == nil {
+			out = append(out, v)
+		}
+		resp.Body.Close()
+	}
+	return out
+}
+
+// MetaLeader returns the name of the server that leads the JetStream meta
+// group as the live nodes see it: the name every live node reports (empty
+// while they do not agree, there is none, or no node answers).
+func (c *ProcCluster) MetaLeader() string {
+	return agreed(c.views(), func(v jsz) string {
+		if v.Meta == nil {
+			return ""
+		}
+		return v.Meta.Leader
+	})
+}
+
+// StreamLeaderNow returns the name of the server that leads the stream as
+// the live nodes see it (see MetaLeader), without waiting for one.
+func (c *ProcCluster) StreamLeaderNow(stream string) string {
+	return agreed(c.views(), func(v jsz) string {
+		for _, a := range v.Accounts {
+			for _, st := range a.Streams {
+				if st.Name == stream && st.Cluster != nil {
+					return st.Cluster.Leader
+				}
+			}
+		}
+		return ""
+	})
+}
+
+// agreed is the leader every view names, or "".
+func agreed(views []jsz, leader func(jsz) string) string {
+	name := ""
+	for i, v := range views {
+		l := leader(v)
+		if l == "" || (i > 0 && l != name) {
+			return ""
+		}
+		name = l
+	}
+	return name
+}
+
 // Kill sends SIGKILL to the node and waits until it is gone.
 func (p *ProcNode) Kill() {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
+}
+
+// Gone reports whether the node's process has ended.
+func (p *ProcNode) Gone() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }
