@@ -47,6 +47,7 @@ type benchConfig struct {
 	Data         string
 	JSON         bool
 	Sync         ledger.Sync // durability of the in-process serve's embedded NATS (--sync)
+	ProjSync     string      // the in-process serve's --projection-sync
 	CPUProfile   string      // a pprof CPU profile of the whole run, server and load generator
 	MutexProfile string      // a pprof profile of the time spent waiting for locks
 }
@@ -110,6 +111,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Data, "data", "", "feed, replay, start: data directory to make the ledger in (default: a temporary one); an existing one with at least --events is reused")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the result as JSON")
 	fs.Func("sync", "lifecycle without --url: the in-process serve's --sync, always (the default, as serve) or interval", syncFlag(&cfg.Sync))
+	fs.Func("projection-sync", "lifecycle without --url: the in-process serve's --projection-sync, close (the default, as serve) or commit", projectionSyncFlag(&cfg.ProjSync))
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the run (server and load generator) to this file, for go tool pprof")
 	fs.StringVar(&cfg.MutexProfile, "mutexprofile", "", "write a profile of lock contention during the run to this file, for go tool pprof")
 	fs.Usage = func() {
@@ -339,6 +341,9 @@ func (b *bench) startWith(ctx context.Context, dir string, tune func(*serviceCon
 	cfg.AdminToken = "tladm_bench"
 	if b.cfg.Sync != "" {
 		cfg.Sync = b.cfg.Sync
+	}
+	if b.cfg.ProjSync != "" {
+		cfg.ProjSync = b.cfg.ProjSync
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if tune != nil {
