@@ -263,6 +263,23 @@ func (e *Engine) catchUp(ctx context.Context, p *Project) error {
 	return nil
 }
 
+// staleWait waits before the attempt after a lost race that the catch-up
+// read could not explain: 5 ms doubling up to 200 ms, or until ctx ends.
+func staleWait(ctx context.Context, attempt int) error {
+	d := 200 * time.Millisecond
+	if attempt < 6 {
+		d = 5 * time.Millisecond << (attempt - 1)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // execute decides and appends one command on p (its lock held), retrying after
 // a lost race. It returns the ledger_seq a reader must wait for: the appended
 // event's, or the project's last when nothing was appended.
@@ -301,8 +318,20 @@ func (e *Engine) decideAppend(ctx context.Context, p *Project, cmd Command) (uin
 		ev.Idem = idemOf(cmd)
 		seq, err := e.ledger.Append(ctx, p.ID, p.Seq, ev)
 		if errors.Is(err, ErrStale) && attempt < e.cfg.MaxAttempts {
+			before := p.Seq
 			if err := e.catchUp(ctx, p); err != nil {
 				return 0, nil, nil, err
+			}
+			if p.Seq == before || attempt > 3 {
+				// The ledger refused the expectation again and again, or
+				// the read found nothing newer: around a leader change of a
+				// replicated stream, refusals come in a burst while the new
+				// leader settles. Give it a moment (growing, about 2 s over
+				// every attempt) rather than spending the attempts in a few
+				// milliseconds. An ordinary lost race is retried at once.
+				if err := staleWait(ctx, attempt); err != nil {
+					return 0, nil, nil, err
+				}
 			}
 			continue
 		}

@@ -287,6 +287,19 @@ func failoverUnderLoad(t *testing.T, c failoverCluster) {
 		workers[w] = agentClient(t, admin, project, fmt.Sprintf("w%d", w), 1)
 	}
 	caughtUp(t, a, b)
+	// Each instance loads a project's write model on its first request
+	// (and answers 503 while it loads): load them before the load starts,
+	// so that a load is not what the kill interrupts.
+	checkfor.Until(t, 20*time.Second, "both instances to have loaded both projects", func() bool {
+		for _, s := range []*service{a, b} {
+			for project, req := range reqs {
+				if code, _, _, err := do(s.URL(), "GET", "/v3r1/projects/"+project+"/projection/agents", req.headers, nil); err != nil || code != http.StatusOK {
+					return false
+				}
+			}
+		}
+		return true
+	})
 
 	var (
 		mu      sync.Mutex
