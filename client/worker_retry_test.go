@@ -15,30 +15,13 @@ import (
 	"github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/internal/stacktest"
+	"github.com/turnledger/turnledger/internal/testclock"
 )
 
 func startServerWith(t *testing.T, cfg stacktest.Config) *server {
 	t.Helper()
 	st := stacktest.Start(t, cfg)
 	return &server{url: st.URL, api: st.API}
-}
-
-// offsetClock is the real clock moved forward by what the test advances it.
-type offsetClock struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (c *offsetClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.off)
-}
-
-func (c *offsetClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.off += d
-	c.mu.Unlock()
 }
 
 // claimTransport sees every claim request on its way to the real server.
@@ -286,7 +269,7 @@ func TestWorkerCancelsTheHandlerWhenItsClaimIsLost(t *testing.T) {
 		}, "stopped"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &offsetClock{}
+			clk := &testclock.Offset{}
 			s := startServerWith(t, stacktest.Config{ClaimTTL: 3 * time.Second, Now: clk.Now})
 			boss := s.agent(t, "p", "boss", 1, "turns:dispatch", "management")
 			w := s.agent(t, "p", "w", 1)

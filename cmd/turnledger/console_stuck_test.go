@@ -5,32 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
+	"github.com/turnledger/turnledger/internal/testclock"
 )
-
-// consoleClock is serve's clock in the stuck-work test: the real time plus
-// an offset the test sets, so that a few events happen in the past.
-type consoleClock struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (c *consoleClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.off)
-}
-
-func (c *consoleClock) Set(off time.Duration) {
-	c.mu.Lock()
-	c.off = off
-	c.mu.Unlock()
-}
 
 // startConsoleService runs serve's service in the test's process on dir with
 // the clock now and the reaper off, and returns its base URL. The admin
@@ -70,7 +51,7 @@ type consoleStuckRow struct {
 // one Turn a page and one page each, a note names every list cut short.
 func TestConsoleStuckReasons(t *testing.T) {
 	dir := t.TempDir()
-	clock := &consoleClock{}
+	clock := &testclock.Offset{}
 	clock.Set(-2 * time.Minute)
 	base := startConsoleService(t, dir, clock.Now)
 	admin := adminClient(t, base, dir)

@@ -8,30 +8,12 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	tl "github.com/turnledger/turnledger/client"
+	"github.com/turnledger/turnledger/internal/testclock"
 )
-
-// offsetClock is the real clock moved forward by what a test advances it.
-type offsetClock struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (c *offsetClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.off)
-}
-
-func (c *offsetClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.off += d
-	c.mu.Unlock()
-}
 
 // gauge reads the value of an unlabelled sample from /metrics.
 func gauge(t *testing.T, c *tl.Client, name string) float64 {
@@ -58,7 +40,7 @@ func gauge(t *testing.T, c *tl.Client, name string) float64 {
 // passed their expiry (the reaper off), and neither once the reaper's round
 // released them. The clock is injected: nothing sleeps for an expiry.
 func TestServeMetricsCountLiveAndExpiredClaims(t *testing.T) {
-	clk := &offsetClock{}
+	clk := &testclock.Offset{}
 	cfg := defaultServiceConfig()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
 	cfg.ReapInterval = 0 // rounds run by the test

@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/internal/natstest"
+	"github.com/turnledger/turnledger/internal/testclock"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -79,11 +79,6 @@ func (s gatedSource) Follow(ctx context.Context, after uint64, fn func([]kernel.
 }
 
 // testClock is the wall clock moved on by what the test adds.
-type testClock struct{ offset atomic.Int64 }
-
-func (c *testClock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *testClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
-
 // startTestService runs one serve in the test process on dir (the embedded
 // NATS server unless tune sets NATSURL), with the cluster tests' admin
 // token and its log in out, and closes it at the end of the test.
@@ -159,13 +154,13 @@ func TestReadyzIsNotReadyWhileTheProjectionsHeal(t *testing.T) {
 func TestReadyzIsNotReadyWhileTheProjectionsLag(t *testing.T) {
 	srv := natstest.Start(t)
 	var log syncBuffer
-	clock := &testClock{}
+	clock := &testclock.Offset{}
 	g := newGate(true)
 	const maxEvents, maxStall = 3, 15 * time.Second
 	a := startTestService(t, t.TempDir(), &log, func(cfg *serviceConfig) {
 		cfg.NATSURL = srv.ClientURL()
 		cfg.projectorSource = g.source
-		cfg.Kernel.Now = clock.now
+		cfg.Kernel.Now = clock.Now
 		cfg.Lag = lagBounds{Events: maxEvents, Stall: maxStall}
 	})
 	b := startTestService(t, t.TempDir(), &log, func(cfg *serviceConfig) { cfg.NATSURL = srv.ClientURL() })
@@ -189,7 +184,7 @@ func TestReadyzIsNotReadyWhileTheProjectionsLag(t *testing.T) {
 		t.Errorf("/readyz of A one event behind = %d %+v, want 200 within bounds", code, r.Lag)
 	}
 	// Standing still behind a moving ledger for longer than the stall bound.
-	clock.advance(maxStall + time.Second)
+	clock.Advance(maxStall + time.Second)
 	code, r := readyz(t, a)
 	if code != http.StatusServiceUnavailable || r.Status != "not_ready" || r.Lag.WithinBound || r.Lag.MaxStalled != maxStall.String() {
 		t.Errorf("/readyz of A stalled for %v = %d %+v, want 503, not within bounds", maxStall+time.Second, code, r.Lag)
