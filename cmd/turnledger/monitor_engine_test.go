@@ -333,7 +333,13 @@ func TestMonitorWatchesRealEngineHealth(t *testing.T) {
 	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch")
 	agentClient(t, admin, "p1", "worker", 1)
 	dispatchTurn(t, req, "worker", "k1")
-	_, rz := engineReadyz(t, base)
+	// A command is answered once its batch is folded, and may be before
+	// the batch's commit, which the lag counts: wait for the commit.
+	var rz map[string]any
+	checkfor.Until(t, 10*time.Second, "the projections to commit the dispatch", func() bool {
+		_, rz = engineReadyz(t, base)
+		return readyzField(rz, "projections", "lag") == 0.0
+	})
 	head := readyzField(rz, "backend", "ledger_head").(float64)
 	if head < 3 {
 		t.Fatalf("engine ledger_head after registering two agents and dispatching = %v, want at least 3", head)
