@@ -263,8 +263,9 @@ func (e *Engine) catchUp(ctx context.Context, p *Project) error {
 	return nil
 }
 
-// staleWait waits before the attempt after a lost race that the catch-up
-// read could not explain: 5 ms doubling up to 200 ms, or until ctx ends.
+// staleWait waits before the next attempt after a lost race that the
+// catch-up read could not explain, or after the third in a row: 5 ms
+// doubling up to 200 ms, or until ctx ends.
 func staleWait(ctx context.Context, attempt int) error {
 	d := 200 * time.Millisecond
 	if attempt < 6 {
