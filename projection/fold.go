@@ -19,8 +19,8 @@ type folder struct {
 	// they are encoded once, by flush, however many events of the batch
 	// change them.
 	turnCache map[string]*turnRecord
-	recent    *recentTurns      // records committed by earlier batches (turncache.go)
-	rows      map[string][]byte // the Turn rows flush wrote, encoded, by key
+	recent    *recentTurns        // records committed by earlier batches (turncache.go)
+	views     map[string]TurnView // the Turns flush wrote, as answers show them, by key
 
 	// item is the feed item of the event being folded when it was encoded
 	// beforehand (a rebuild encodes them on other cores), else nil.
@@ -66,7 +66,7 @@ func (f *folder) turn(tk []byte) (*turnRecord, error) {
 
 // flush writes the Turn records changed in this transaction.
 func (f *folder) flush() error {
-	f.rows = make(map[string][]byte, len(f.turnCache))
+	f.views = make(map[string]TurnView, len(f.turnCache))
 	for k, rec := range f.turnCache {
 		buf, err := json.Marshal(rec)
 		if err != nil {
@@ -75,7 +75,9 @@ func (f *folder) flush() error {
 		if err := f.tx.Bucket(bktTurns).Put([]byte(k), buf); err != nil {
 			return err
 		}
-		f.rows[k] = buf // bbolt keeps buf until the commit; nobody changes it after
+		// The view shares nothing a later fold changes in place: its
+		// pointers are its own, and the JSON it holds is never written to.
+		f.views[k] = turnView(firstPart([]byte(k)), &rec.Turn)
 	}
 	return nil
 }

@@ -1,36 +1,36 @@
 package projection
 
-import (
-	"context"
-	"encoding/json"
-)
+import "context"
 
 // Answering a command before its batch is on disk.
 //
 // A command's answer shows the one Turn it changed, and must show it as of
 // the command's ledger_seq (read-your-writes). The fold of a batch takes a
-// fraction of its transaction's time: most of it is the commit, two fsyncs.
-// So once a batch is folded, and before its commit, Apply publishes the Turn
-// rows the batch wrote (already encoded, as they go into the file) and the
-// ledger_seq folded. TurnAt answers from them, and falls back to the file
-// for a Turn the batch did not change. The rows are derived from the ledger,
-// which holds every event of the batch already, so answering from them
-// promises nothing the ledger does not keep: should the commit fail, the
-// projector folds the same events again from the checkpoint, into the same
-// rows.
+// fraction of its transaction's time: most of it is the commit. So once a
+// batch is folded, and before its commit, Apply publishes the views of the
+// Turns the batch wrote and the ledger_seq folded. TurnAt answers from them.
+// The views stay published after the commit, with those of the batch
+// before, until the next batch replaces them: a command's handler often
+// wakes after its batch committed, and reading the view is cheaper than
+// decoding the row again. A Turn in neither batch is read from the file,
+// which holds it as of every earlier batch. The views are derived from the
+// ledger, which holds every event of the batch already, so answering from
+// them promises nothing the ledger does not keep: should the commit fail,
+// the views are dropped and the projector folds the same events again from
+// the checkpoint, into the same rows.
 //
 // Everything else (feeds, lists, agents, a GET of any kind) waits for the
 // commit itself (WaitFor), so a client's next request sees the file.
 
-// publishFolded makes the Turn rows of a batch folded up to seq readable by
+// publishFolded makes the Turn views of a batch folded up to seq readable by
 // TurnAt before the batch commits.
-func (s *Store) publishFolded(seq uint64, rows map[string][]byte) {
+func (s *Store) publishFolded(seq uint64, views map[string]TurnView) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || seq <= s.folded {
 		return
 	}
-	s.overlay, s.folded = rows, seq
+	s.before, s.overlay, s.folded = s.overlay, views, seq
 	close(s.foldedCh)
 	s.foldedCh = make(chan struct{})
 }
@@ -44,19 +44,19 @@ func (s *Store) TurnAt(ctx context.Context, project, turnID string, seq uint64) 
 	for {
 		s.mu.Lock()
 		folded, ch, closed := s.folded, s.foldedCh, s.closed
-		row, ok := s.overlay[k]
+		v, ok := s.overlay[k]
+		if !ok {
+			v, ok = s.before[k]
+		}
 		s.mu.Unlock()
 		if folded >= seq {
 			if !ok {
-				// Not changed by the batch being committed: the file holds
-				// the Turn as of every batch before it, seq's included.
+				// Changed by neither of the last two batches: the file
+				// holds the Turn as of every batch before them, seq's
+				// included.
 				return s.Turn(project, turnID)
 			}
-			var rec turnRecord
-			if err := json.Unmarshal(row, &rec); err != nil {
-				return TurnView{}, err
-			}
-			return turnView(project, &rec.Turn), nil
+			return v, nil
 		}
 		if closed {
 			return TurnView{}, ErrClosed

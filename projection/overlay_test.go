@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/turnledger/turnledger/kernel"
 )
 
 // A command's answer may show its Turn (TurnAt), or return (WaitFolded),
@@ -82,5 +84,59 @@ func TestTurnAtAnswersBeforeTheCommit(t *testing.T) {
 	}
 	if w, err := s.Turn(proj, "t1"); err != nil || !cmp.Equal(v, w) {
 		t.Errorf("TurnAt(t1) = %+v, Turn(t1) = %+v, %v; want them equal", v, w, err)
+	}
+}
+
+// The views TurnAt answers from stay published after their batch commits,
+// with those of the batch before: across batches of every size, each Turn's
+// answer is the Turn as the file holds it, whether it comes from the last
+// batch, the one before, or the file.
+func TestTurnAtAgreesWithTheFileAcrossBatches(t *testing.T) {
+	l := newEvents()
+	l.register("w", "worker", 4)
+	l.register("r", "lead", 1)
+	turns := []string{"t1", "t2", "t3", "t4"}
+	for _, id := range turns {
+		l.dispatch(id, "w", "r", "code")
+	}
+	s, _ := openStore(t)
+	mustApply(t, s, l.recs)
+	applied := uint64(len(l.recs))
+	l.claim("t1", "w", "c1")
+	l.claim("t2", "w", "c2")
+	l.record("t1", "w", "c1", 1, "note", `{"n":1}`)
+	l.finish("t1", "w", "c1", "succeeded", `{"done":true}`, 2)
+	l.turnEvent(kernel.EvTurnStopRequested, "t3", agent("r"), &kernel.TurnStopRequested{})
+	l.record("t2", "w", "c2", 1, "note", `{"n":2}`)
+	l.finish("t2", "w", "c2", "failed", "", 1)
+	for _, size := range []int{1, 3, 1, 2} {
+		batch := l.recs[applied : int(applied)+size]
+		mustApply(t, s, batch)
+		applied += uint64(size)
+		for _, id := range turns {
+			got, err := s.TurnAt(t.Context(), proj, id, batch[len(batch)-1].Seq)
+			if err != nil {
+				t.Fatalf("TurnAt(%s) after %d events = %v", id, applied, err)
+			}
+			want, err := s.Turn(proj, id)
+			if err != nil {
+				t.Fatalf("Turn(%s) = %v", id, err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("after %d events, TurnAt(%s) differs from the file (-file +TurnAt):\n%s", applied, id, diff)
+			}
+		}
+	}
+	if applied != uint64(len(l.recs)) {
+		t.Fatalf("applied %d of %d events", applied, len(l.recs))
+	}
+}
+
+// firstPart decodes the project out of a key, zero bytes included.
+func TestFirstPart(t *testing.T) {
+	for _, p := range []string{"p1", "", "a\x00b", "\x00", "x\x00\x00y"} {
+		if got := firstPart(key(p, "turn\x00id")); got != p {
+			t.Errorf("firstPart(key(%q, ...)) = %q", p, got)
+		}
 	}
 }

@@ -115,11 +115,12 @@ type Store struct {
 	readFailure string // why a read found the file damaged (heal.go)
 
 	// folded is the ledger_seq folded, committed or not (>= checkpoint);
-	// overlay holds the encoded Turn rows of the batch being committed, by
-	// Turn key; foldedCh is closed and replaced when folded advances
-	// (overlay.go).
+	// overlay holds the views of the Turns the last folded batch wrote, by
+	// Turn key, and before those of the batch before it; foldedCh is closed
+	// and replaced when folded advances (overlay.go).
 	folded   uint64
-	overlay  map[string][]byte
+	overlay  map[string]TurnView
+	before   map[string]TurnView
 	foldedCh chan struct{}
 
 	beforeCommit func() error // tests: runs between publishFolded and the commit
@@ -279,7 +280,7 @@ func (s *Store) apply(batch []kernel.Recorded, items [][]byte) (err error) {
 		if err := f.tx.Bucket(bktMeta).Put(keyCheckpoint, putU64(prev)); err != nil {
 			return err
 		}
-		s.publishFolded(prev, f.rows) // answers may show the batch's Turns now (overlay.go)
+		s.publishFolded(prev, f.views) // answers may show the batch's Turns now (overlay.go)
 		if s.beforeCommit != nil {
 			return s.beforeCommit()
 		}
@@ -287,7 +288,7 @@ func (s *Store) apply(batch []kernel.Recorded, items [][]byte) (err error) {
 	})
 	if err != nil {
 		s.mu.Lock()
-		s.overlay, s.folded = nil, s.checkpoint
+		s.overlay, s.before, s.folded = nil, nil, s.checkpoint
 		s.mu.Unlock()
 		return err // the Turn records taken from s.recent are dropped with the batch
 	}
@@ -296,7 +297,6 @@ func (s *Store) apply(batch []kernel.Recorded, items [][]byte) (err error) {
 		return nil
 	}
 	s.mu.Lock()
-	s.overlay = nil
 	if last > s.checkpoint && !s.closed {
 		s.checkpoint = last
 		close(s.changed)
