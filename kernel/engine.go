@@ -423,9 +423,29 @@ func HashSecret(s string) string {
 }
 
 // newID draws an id with a prefix: 128 random bits in hex.
-func (e *Engine) newID(prefix string) (string, error) {
+func (e *Engine) newID(prefix string) (string, error) { return e.drawID(prefix, 0) }
+
+// newTurnID draws a Turn id that sorts by creation time, as a UUIDv7 does:
+// 48 bits of milliseconds since the epoch (of the engine's clock), then 80
+// random bits, in hex. The projections key a Turn's row, records and feed by
+// its id, so the Turns live at once sit side by side at the end of their
+// B+trees: a batch of events of 64 running Turns rewrites a few pages
+// instead of one page per Turn (and the pages fill up instead of splitting
+// at random). The id stays opaque to clients; two Turns of the same
+// millisecond have no order between them.
+func (e *Engine) newTurnID() (string, error) { return e.drawID("turn_", 6) }
+
+// drawID fills 16 bytes, the first timeBytes with the clock's milliseconds
+// since the epoch (big-endian, low bytes) and the rest at random, and
+// returns them in hex after prefix.
+func (e *Engine) drawID(prefix string, timeBytes int) (string, error) {
 	var b [16]byte
-	if _, err := io.ReadFull(e.cfg.Rand, b[:]); err != nil {
+	ms := uint64(e.cfg.Now().UnixMilli())
+	for i := timeBytes - 1; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	if _, err := io.ReadFull(e.cfg.Rand, b[timeBytes:]); err != nil {
 		return "", fmt.Errorf("kernel: draw id: %w", err)
 	}
 	return prefix + hex.EncodeToString(b[:]), nil

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/turnledger/turnledger/internal/natstest"
+	"github.com/turnledger/turnledger/internal/testclock"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
 )
@@ -230,6 +233,50 @@ func BenchmarkEngineExecute(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, err := e.Execute(ctx, "p1", kernel.Heartbeat{Common: admin, AgentID: "w"}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// Turn ids sort by the engine's clock, so that the projections keep the
+// Turns live at once side by side; ids drawn in one millisecond still
+// differ, and the id is 32 hex digits after "turn_" as before.
+func TestTurnIDsSortByTime(t *testing.T) {
+	srv := natstest.Start(t)
+	cfg := ledger.DefaultConfig()
+	cfg.Storage = ledger.MemoryStorage
+	l, err := ledger.Open(t.Context(), natstest.Connect(t, srv), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &testclock.Offset{}
+	kcfg := kernel.DefaultConfig()
+	kcfg.Now = clock.Now
+	e, err := kernel.NewEngine(l, kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, e, "worker", 6)
+	register(t, e, "req", 1)
+	var ids []string
+	for i := range 6 {
+		res, err := dispatch(e, fmt.Sprint("k", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`^turn_[0-9a-f]{32}$`).MatchString(res.TurnID) {
+			t.Fatalf("Turn id %q, want turn_ and 32 hex digits", res.TurnID)
+		}
+		ids = append(ids, res.TurnID)
+		if i%2 == 1 {
+			clock.Advance(time.Millisecond)
+		}
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
+			t.Fatalf("two Turns got the id %s", ids[i])
+		}
+		if i%2 == 0 && ids[i] <= ids[i-1] {
+			t.Errorf("Turn id %s, drawn a millisecond after %s, sorts before it", ids[i], ids[i-1])
 		}
 	}
 }

@@ -23,7 +23,7 @@ type DispatchResult struct {
 // same dispatch_key and body created. cmd.TurnID, BodyHash, ParentHash and
 // MaxDepth are filled in here.
 func (e *Engine) Dispatch(ctx context.Context, project string, cmd Dispatch) (DispatchResult, error) {
-	id, err := e.newID("turn_")
+	id, err := e.newTurnID()
 	if err != nil {
 		return DispatchResult{}, err
 	}

@@ -56,7 +56,7 @@ func randomScenario(l *events, rng *rand.Rand, n int) {
 		switch rng.IntN(12) {
 		case 0, 1:
 			nTurn++
-			id := fmt.Sprintf("t%d", nTurn)
+			id := fmt.Sprintf("t%06d", nTurn) // in dispatch order, as Turn ids sort (kernel newTurnID)
 			target, requester := agents[rng.IntN(len(agents))], agents[rng.IntN(len(agents))]
 			kind := kinds[rng.IntN(len(kinds))]
 			t := &turn{id: id, target: target, state: StateQueued, root: id}
