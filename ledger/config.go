@@ -56,6 +56,14 @@ type Config struct {
 	// BatchSize is the most events Follow and ReadAll hand to fn at once.
 	// Default 1000.
 	BatchSize int
+	// FollowLinger is how long Follow may wait, after the events that are
+	// ready, for the events of appends this Store has in flight before it
+	// hands the batch over: a projector under load then folds and commits
+	// fewer, larger batches (group commit). It waits only while an append
+	// of this Store is unanswered, and stops as soon as none is, so a lone
+	// client waits for nothing. 0 hands over what is ready at once.
+	// Default 500µs (measured in the README's Speed section).
+	FollowLinger time.Duration
 	// StreamConflictRetries bounds the internal retries of Append in
 	// ExpectStream mode when another project moved the stream head. Default 64.
 	StreamConflictRetries int
@@ -85,6 +93,7 @@ func DefaultConfig() Config {
 		DuplicateWindow:       2 * time.Minute,
 		Expect:                ExpectAuto,
 		BatchSize:             1000,
+		FollowLinger:          500 * time.Microsecond,
 		StreamConflictRetries: 64,
 		AttemptTimeout:        500 * time.Millisecond,
 		RetryFor:              15 * time.Second,
@@ -121,6 +130,9 @@ func (c Config) Validate() error {
 	}
 	if c.BatchSize < 1 || c.BatchSize > 100_000 {
 		errs = append(errs, fmt.Errorf("ledger: batch size %d must be 1 to 100000", c.BatchSize))
+	}
+	if c.FollowLinger < 0 || c.FollowLinger > time.Second {
+		errs = append(errs, fmt.Errorf("ledger: follow linger %v must be 0 to 1s", c.FollowLinger))
 	}
 	if c.StreamConflictRetries < 0 {
 		errs = append(errs, fmt.Errorf("ledger: stream conflict retries %d must not be negative", c.StreamConflictRetries))

@@ -53,6 +53,11 @@ type Store struct {
 	stream  jetstream.Stream
 	nc      *nats.Conn
 
+	// unseen holds the nonces of this Store's appends that are unanswered
+	// and whose events Follow has not received yet: Follow lingers for
+	// them (Config.FollowLinger).
+	unseen unseen
+
 	mu    sync.Mutex // ExpectStream mode: serializes appends, guards heads
 	heads heads
 
@@ -206,6 +211,7 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 	if limit := s.nc.MaxPayload() - headerAllowance; int64(len(data)) > limit {
 		return 0, kernel.Errorf(kernel.Validation, "the event is %d bytes encoded; the ledger takes at most %d: send smaller payloads", len(data), limit)
 	}
+	n := nonce()
 	msg := &nats.Msg{
 		Subject: s.subject(e),
 		Data:    data,
@@ -213,9 +219,11 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 			HeaderType:    []string{e.Type},
 			HeaderVersion: []string{strconv.Itoa(e.V)},
 			HeaderID:      []string{e.ID},
-			HeaderNonce:   []string{nonce()},
+			HeaderNonce:   []string{n},
 		},
 	}
+	s.unseen.add(n)
+	defer s.unseen.seen(n)
 	if s.mode == ExpectProject {
 		seq, err := s.publish(ctx, project, expectLast, msg, true, jetstream.WithExpectLastSequenceForSubject(expectLast, s.projectFilter(project)))
 		if err != nil {
