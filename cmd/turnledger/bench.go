@@ -50,6 +50,7 @@ type benchConfig struct {
 	ProjSync     string      // the in-process serve's --projection-sync
 	CPUProfile   string      // a pprof CPU profile of the whole run, server and load generator
 	MutexProfile string      // a pprof profile of the time spent waiting for locks
+	MemProfile   string      // a pprof profile of the allocations of the run
 }
 
 const benchUsage = `Usage: turnledger bench [flags]
@@ -114,6 +115,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Func("projection-sync", "lifecycle without --url: the in-process serve's --projection-sync, close (the default, as serve) or commit", projectionSyncFlag(&cfg.ProjSync))
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the run (server and load generator) to this file, for go tool pprof")
 	fs.StringVar(&cfg.MutexProfile, "mutexprofile", "", "write a profile of lock contention during the run to this file, for go tool pprof")
+	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a profile of the allocations of the run (server and load generator) to this file, for go tool pprof -sample_index=alloc_space")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), benchUsage)
 		fs.PrintDefaults()
@@ -155,6 +157,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			pprof.Lookup("mutex").WriteTo(f, 0)
 			runtime.SetMutexProfileFraction(prev)
 		}()
+	}
+	if cfg.MemProfile != "" {
+		f, err := os.Create(cfg.MemProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		defer pprof.Lookup("allocs").WriteTo(f, 0)
 	}
 	b := &bench{cfg: cfg, stderr: stderr, progress: isTerminal(stderr)}
 	var res *benchResult

@@ -49,9 +49,17 @@ func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out
 // checks that its report adds up — not how fast it was.
 func TestBenchLifecycleReportsSaneNumbers(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := Main(t.Context(), []string{"bench", "--duration", "1s", "--agents", "4", "--requesters", "2", "--projects", "2", "--json"}, &out, &errb)
+	profiles := t.TempDir()
+	code := Main(t.Context(), []string{"bench", "--duration", "1s", "--agents", "4", "--requesters", "2", "--projects", "2", "--json",
+		"--cpuprofile", filepath.Join(profiles, "cpu.prof"), "--memprofile", filepath.Join(profiles, "mem.prof"), "--mutexprofile", filepath.Join(profiles, "mu.prof")}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("bench exited %d: %s", code, errb.String())
+	}
+	for _, name := range []string{"cpu.prof", "mem.prof", "mu.prof"} {
+		// A pprof profile is a gzipped protocol buffer.
+		if b, err := os.ReadFile(filepath.Join(profiles, name)); err != nil || len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("bench wrote %s of %d bytes (%v), want a gzipped pprof profile", name, len(b), err)
+		}
 	}
 	var r benchResult
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
