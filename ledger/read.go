@@ -121,6 +121,7 @@ type raw struct {
 	subject string
 	data    []byte
 	err     error
+	event   *kernel.Event // the event itself when this Store appended it (Store.sent)
 }
 
 // minPerDecoder is the fewest messages worth a decoding goroutine of their
@@ -238,7 +239,9 @@ func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uin
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		r := raw{subject: m.Subject(), data: m.Data()}
 		if until == 0 {
-			s.unseen.seen(m.Headers().Get(HeaderNonce))
+			if e, ok := s.sent.take(m.Headers().Get(HeaderNonce)); ok {
+				r.event = &e
+			}
 		}
 		if md, err := m.Metadata(); err != nil {
 			r.err = fmt.Errorf("ledger: message metadata: %w", err)
@@ -348,12 +351,12 @@ func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uin
 // are not seen; their events are handed over as they come.
 func (s *Store) linger(ctx context.Context, queue <-chan raw, raws []raw, size int) []raw {
 	d := s.cfg.FollowLinger
-	if d <= 0 || !s.unseen.any() {
+	if d <= 0 || !s.sent.waiting() {
 		return raws
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	for len(raws) < size && s.unseen.any() {
+	for len(raws) < size && s.sent.waiting() {
 		select {
 		case r := <-queue:
 			raws = append(raws, r)
@@ -366,35 +369,86 @@ func (s *Store) linger(ctx context.Context, queue <-chan raw, raws []raw, size i
 	return raws
 }
 
-// unseen is a set of append nonces (Store.unseen).
-type unseen struct {
-	mu sync.Mutex
-	m  map[string]struct{}
+// sent holds, by nonce, the events this Store appended that Follow has not
+// received yet: Follow takes an event from here instead of decoding its
+// message again (the event as the engine decided it; nothing changes an
+// event once appended), and lingers while one of them is unanswered. An
+// append that failed is removed. Without a Follow to take them the answered
+// ones would pile up: past maxSent they are dropped, and Follow decodes.
+type sent struct {
+	mu         sync.Mutex
+	m          map[string]*sentEvent
+	unanswered int
 }
 
-func (u *unseen) add(n string) {
-	u.mu.Lock()
-	if u.m == nil {
-		u.m = map[string]struct{}{}
-	}
-	u.m[n] = struct{}{}
-	u.mu.Unlock()
+type sentEvent struct {
+	e        kernel.Event
+	answered bool
 }
 
-// seen removes n: its event was received, or its append answered.
-func (u *unseen) seen(n string) {
-	if n == "" {
-		return
-	}
-	u.mu.Lock()
-	delete(u.m, n)
-	u.mu.Unlock()
-}
+// maxSent bounds the events kept for Follow: many times the appends of a
+// busy project between an answer and the message's delivery.
+const maxSent = 4096
 
-func (u *unseen) any() bool {
+// add keeps e, appended with nonce n, as unanswered.
+func (u *sent) add(n string, e kernel.Event) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return len(u.m) > 0
+	if u.m == nil {
+		u.m = map[string]*sentEvent{}
+	}
+	if len(u.m) >= maxSent {
+		for k, v := range u.m {
+			if v.answered {
+				delete(u.m, k)
+			}
+		}
+	}
+	u.m[n] = &sentEvent{e: e}
+	u.unanswered++
+}
+
+// answered marks the append of n answered: kept for Follow when stored,
+// dropped when not.
+func (u *sent) answered(n string, stored bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	v, ok := u.m[n]
+	if !ok || v.answered {
+		return
+	}
+	v.answered = true
+	u.unanswered--
+	if !stored {
+		delete(u.m, n)
+	}
+}
+
+// take removes and returns the event appended with nonce n, if kept.
+func (u *sent) take(n string) (kernel.Event, bool) {
+	if n == "" {
+		return kernel.Event{}, false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	v, ok := u.m[n]
+	if !ok {
+		return kernel.Event{}, false
+	}
+	delete(u.m, n)
+	if !v.answered {
+		v.answered = true // its message is here: no more to wait for
+		u.unanswered--
+	}
+	return v.e, true
+}
+
+// waiting reports whether an append is unanswered and its event not
+// received.
+func (u *sent) waiting() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.unanswered > 0
 }
 
 // deleteConsumer deletes a read's consumer, bounded, waiting for the answer
@@ -428,7 +482,11 @@ func (s *Store) decodeAll(raws []raw) ([]kernel.Recorded, error) {
 		for i := w * part; i < min((w+1)*part, len(raws)); i++ {
 			r := raws[i]
 			err := r.err
-			if err == nil {
+			switch {
+			case err != nil:
+			case r.event != nil:
+				out[i] = kernel.Recorded{Seq: r.seq, Event: *r.event}
+			default:
 				out[i], err = s.decode(r.seq, r.subject, r.data)
 			}
 			if err != nil {

@@ -53,10 +53,10 @@ type Store struct {
 	stream  jetstream.Stream
 	nc      *nats.Conn
 
-	// unseen holds the nonces of this Store's appends that are unanswered
-	// and whose events Follow has not received yet: Follow lingers for
-	// them (Config.FollowLinger).
-	unseen unseen
+	// sent holds the events of this Store's appends that Follow has not
+	// received yet: Follow takes them instead of decoding their messages,
+	// and lingers for those unanswered (Config.FollowLinger).
+	sent sent
 
 	mu    sync.Mutex // ExpectStream mode: serializes appends, guards heads
 	heads heads
@@ -222,21 +222,30 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 			HeaderNonce:   []string{n},
 		},
 	}
-	s.unseen.add(n)
-	defer s.unseen.seen(n)
+	s.sent.add(n, e)
+	var seq uint64
 	if s.mode == ExpectProject {
-		seq, err := s.publish(ctx, project, expectLast, msg, true, jetstream.WithExpectLastSequenceForSubject(expectLast, s.projectFilter(project)))
+		seq, err = s.publish(ctx, project, expectLast, msg, true, jetstream.WithExpectLastSequenceForSubject(expectLast, s.projectFilter(project)))
 		if err != nil {
 			if isWrongLastSeq(err) {
-				return 0, conflict(project, expectLast)
+				err = conflict(project, expectLast)
+			} else {
+				// A full or failing disk, a lost leader, a timeout: an
+				// outage the client may retry (with its Idempotency-Key),
+				// not a bug.
+				err = unavailableAppend(project, err)
 			}
-			// A full or failing disk, a lost leader, a timeout: an outage
-			// the client may retry (with its Idempotency-Key), not a bug.
-			return 0, unavailableAppend(project, err)
 		}
-		return seq, nil
+	} else {
+		seq, err = s.appendStreamWide(ctx, project, expectLast, msg)
 	}
-	return s.appendStreamWide(ctx, project, expectLast, msg)
+	// An append that timed out may still have been stored; its event is
+	// then decoded from its message.
+	s.sent.answered(n, err == nil)
+	if err != nil {
+		return 0, err
+	}
+	return seq, nil
 }
 
 // appendStreamWide is Append for servers without per-project expectations:

@@ -39,7 +39,9 @@ type client struct {
 func (c client) call(method, path string, body any, want int) []byte {
 	c.t.Helper()
 	var rd io.Reader
-	if body != nil {
+	if raw, ok := body.([]byte); ok {
+		rd = bytes.NewReader(raw) // sent as written
+	} else if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
@@ -194,6 +196,14 @@ func TestReplayRebuildsTheSameProjections(t *testing.T) {
 	workers := []client{agentClient(t, admin, "p1", "w1", 3), agentClient(t, admin, "p1", "w2", 2)}
 	other := agentClient(t, admin, "p2", "solo", 1, "turns:dispatch")
 
+	// A body as a client may write it (white space, escapes, numbers
+	// written long) goes into the live projections from the event the
+	// engine decided, and into the rebuilt ones from the ledger's message:
+	// both must come out the same.
+	req.call("POST", "/v3r1/projects/p1/turns:dispatch", []byte(`{ "requested_by": {"project_id": "p1", "agent_id": "req"},
+		"target_agent": {"project_id":"p1","agent_id":"w1"}, "input": { "q" : "\u003cb\u003e & é", "n": 1.50, "list": [ 1 , 2 ] },
+		"turn_kind": "summarize", "dispatch_key": "raw", "authority": {"mode": "root_request", "request_id": "r"},
+		"meta": {"note": "spaced", "annotations": { "k" : [ true , null ] }}, "trace": {"trace_id": "t1", "recursion_depth": 0} }`), 200)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var claims []map[string]any
 	turns := 0

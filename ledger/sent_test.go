@@ -2,8 +2,11 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
@@ -64,7 +67,7 @@ func TestFollowLingersOnlyWhileAppendsAreInFlight(t *testing.T) {
 	// An append of this Store stays unanswered, its event not received
 	// (as under load, where one always is), while three events are written
 	// one after another: Follow holds the first until the batch is full.
-	s.unseen.add("an append still unanswered")
+	s.sent.add("an append still unanswered", kernel.Event{})
 	last := uint64(0)
 	for range 3 {
 		last = appendOne(last)
@@ -75,7 +78,7 @@ func TestFollowLingersOnlyWhileAppendsAreInFlight(t *testing.T) {
 	// Nothing else in flight: a lone event is handed over before the
 	// linger could end (its own append may still be unanswered when it
 	// arrives).
-	s.unseen.seen("an append still unanswered")
+	s.sent.answered("an append still unanswered", false)
 	start := time.Now()
 	last = appendOne(last)
 	if got := next(); len(got) != 1 || got[0] != last {
@@ -83,5 +86,66 @@ func TestFollowLingersOnlyWhileAppendsAreInFlight(t *testing.T) {
 	}
 	if waited := time.Since(start); waited >= cfg.FollowLinger {
 		t.Errorf("a lone event was handed over after %v, the whole linger", waited)
+	}
+}
+
+// Follow hands over the events this Store appended as they were appended,
+// without decoding their messages again, and decodes those of another
+// Store; either way the events are those the ledger holds.
+func TestFollowTakesItsOwnEventsWithoutDecoding(t *testing.T) {
+	srv := natstest.Start(t)
+	cfg := DefaultConfig()
+	cfg.Storage = MemoryStorage
+	open := func() *Store {
+		s, err := Open(t.Context(), natstest.Connect(t, srv), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	mine, other := open(), open()
+	ev := func(id string) kernel.Event {
+		return kernel.Event{
+			Type: kernel.EvAgentHeartbeat, V: 1, ProjectID: "p1", Aggregate: kernel.AggAgent, ID: id,
+			At: time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC), Actor: kernel.Actor{Kind: "admin"}, Data: &kernel.AgentHeartbeat{},
+		}
+	}
+	first := ev("a1")
+	if _, err := mine.Append(t.Context(), "p1", 0, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Append(t.Context(), "p1", 1, ev("a2")); err != nil {
+		t.Fatal(err)
+	}
+	var got []kernel.Recorded
+	ctx, cancel := context.WithCancel(t.Context())
+	err := mine.Follow(ctx, 0, func(batch []kernel.Recorded) error {
+		got = append(got, batch...)
+		if len(got) == 2 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Follow = %v", err)
+	}
+	if got[0].Event.Data != first.Data {
+		t.Errorf("Follow decoded the event its own Store appended (data %p, appended %p)", got[0].Event.Data, first.Data)
+	}
+	if got[1].Event.Data == nil || got[1].Event.ID != "a2" {
+		t.Errorf("Follow's second event = %+v, want a2 decoded", got[1].Event)
+	}
+	var read []kernel.Recorded
+	if _, err := mine.ReadAll(t.Context(), 0, func(batch []kernel.Recorded, _ uint64) error {
+		read = append(read, batch...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(read, got); diff != "" {
+		t.Errorf("Follow's events differ from the ledger's (-ReadAll +Follow):\n%s", diff)
+	}
+	if mine.sent.waiting() || len(mine.sent.m) != 0 {
+		t.Errorf("after Follow took them, %d events are still kept", len(mine.sent.m))
 	}
 }
