@@ -207,6 +207,17 @@ func (e *Engine) slotAt(ctx context.Context, project string, fresh bool) (*slot,
 	return s, last, nil
 }
 
+// probeOf returns the last-seq probe of a project's slot (a probe of its
+// own when the project has no slot, which nothing waits on).
+func (e *Engine) probeOf(project string) *lastSeqProbe {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s := e.projects[project]; s != nil {
+		return &s.probe
+	}
+	return new(lastSeqProbe)
+}
+
 // doOn runs fn on the slot's state folded at least up to last.
 func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64, readOnly bool, fn func(*Project) error) error {
 	if readOnly {
@@ -317,7 +328,12 @@ func (e *Engine) decideAppend(ctx context.Context, p *Project, cmd Command) (uin
 		}
 		ev := events[0]
 		ev.Idem = idemOf(cmd)
+		probe := e.probeOf(p.ID)
+		k := probe.appending()
 		seq, err := e.ledger.Append(ctx, p.ID, p.Seq, ev)
+		if err == nil {
+			probe.appended(k, seq) // a fresh last ledger_seq for the requests waiting on a probe
+		}
 		if errors.Is(err, ErrStale) && attempt < e.cfg.MaxAttempts {
 			before := p.Seq
 			if err := e.catchUp(ctx, p); err != nil {

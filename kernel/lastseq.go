@@ -5,50 +5,56 @@ import (
 	"sync"
 )
 
-// lastSeqProbe asks the ledger for a project's last ledger_seq on behalf of
-// every request that needs it, outside the project's lock, and shares one
-// answer among the requests that wait at the same time.
+// lastSeqProbe finds a project's last ledger_seq on behalf of every request
+// that needs it, outside the project's lock, and shares one answer among
+// the requests that wait at the same time.
 //
 // What a request needs is a last ledger_seq read after it arrived: every
 // event acknowledged before the request (a revocation through any instance,
-// say) is then at or below it. A look-up already in flight may have started
-// before a request arrived, so the request does not take its answer: it
-// joins the next look-up, which starts once the one in flight ends and is
-// shared by everyone who arrived meanwhile. Under load that is at most one
-// look-up in flight and one queued per project, whatever the number of
-// requests, and none of them holds the project's lock.
+// say) is then at or below it. Look-ups are numbered as they start, and a
+// request takes only the answer of a look-up numbered above every look-up
+// that had started when it arrived. Two kinds of look-up count:
+//
+//   - a probe: the ledger's last ledger_seq of the project (Ledger.LastSeq).
+//     At most one is in flight per project; the requests that arrive
+//     meanwhile share the next one, which starts when it ends.
+//   - an append of this engine to the project: the ledger took it on the
+//     condition that the project's last ledger_seq was the one the engine
+//     held, so every event acknowledged before the append started is below
+//     the ledger_seq it got. Under load a project is appended to all the
+//     time, and the requests waiting then take that answer instead of
+//     waiting for a probe (measured: the probes were 4 % of all CPU with
+//     64 agents over 8 projects).
+//
+// None of them holds the project's lock.
 type lastSeqProbe struct {
-	mu   sync.Mutex
-	cur  *probeCall // the look-up in flight, nil when none
-	next *probeCall // the one that starts when cur ends, nil when nobody waits for it
+	mu      sync.Mutex
+	started uint64     // look-ups started so far, probes and appends
+	probing bool       // a probe is in flight
+	cur     *probeCall // the requests the probe in flight answers; nil when none
+	next    *probeCall // the requests that arrived since it started; nil when none
 }
 
 type probeCall struct {
-	done chan struct{}
-	seq  uint64
-	err  error
+	done     chan struct{}
+	after    uint64 // started when its last request arrived: a look-up numbered above it answers them all
+	answered bool
+	seq      uint64
+	err      error
 }
 
-// get returns the project's last ledger_seq as read by a look-up that
+// get returns the project's last ledger_seq as found by a look-up that
 // started after get was called.
 func (q *lastSeqProbe) get(ctx context.Context, fetch func(context.Context) (uint64, error)) (uint64, error) {
 	q.mu.Lock()
-	if q.cur == nil {
-		c := &probeCall{done: make(chan struct{})}
-		q.cur = c
-		q.mu.Unlock()
-		q.run(ctx, c, fetch)
-		return c.seq, c.err
-	}
 	c := q.next
 	if c == nil {
 		c = &probeCall{done: make(chan struct{})}
 		q.next = c
-		prev := q.cur
-		go func() {
-			<-prev.done
-			q.run(ctx, c, fetch)
-		}()
+	}
+	c.after = q.started
+	if !q.probing {
+		q.probe(ctx, fetch)
 	}
 	q.mu.Unlock()
 	select {
@@ -59,13 +65,58 @@ func (q *lastSeqProbe) get(ctx context.Context, fetch func(context.Context) (uin
 	}
 }
 
-// run does look-up c and hands the probe over to the queued one, if any. The
-// look-up is shared, so it does not end with the context of the request
-// that happens to run it (the ledger bounds its own retries).
-func (q *lastSeqProbe) run(ctx context.Context, c *probeCall, fetch func(context.Context) (uint64, error)) {
-	c.seq, c.err = fetch(context.WithoutCancel(ctx))
-	q.mu.Lock()
+// probe starts a probe for the waiting requests (q.next), on a goroutine
+// of its own so that an append may answer them first. The probe is shared,
+// so it does not end with the context of the request that started it (the
+// ledger bounds its own retries). When it ends it answers its requests, and
+// starts the next probe if requests arrived meanwhile and are still
+// waiting. Called with mu held.
+func (q *lastSeqProbe) probe(ctx context.Context, fetch func(context.Context) (uint64, error)) {
 	q.cur, q.next = q.next, nil
-	q.mu.Unlock()
+	q.probing = true
+	q.started++
+	go func() {
+		seq, err := fetch(context.WithoutCancel(ctx))
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.probing = false
+		if q.cur != nil {
+			q.cur.answer(seq, err) // its requests all arrived before the probe started
+			q.cur = nil
+		}
+		if q.next != nil {
+			q.probe(ctx, fetch)
+		}
+	}()
+}
+
+func (c *probeCall) answer(seq uint64, err error) {
+	if c.answered {
+		return
+	}
+	c.answered, c.seq, c.err = true, seq, err
 	close(c.done)
+}
+
+// appending numbers an append of this engine to the project that is about
+// to be sent; appended gives its ledger_seq to the requests that arrived
+// before it started, once the ledger took it.
+func (q *lastSeqProbe) appending() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.started++
+	return q.started
+}
+
+func (q *lastSeqProbe) appended(k, seq uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if c := q.cur; c != nil && k > c.after {
+		c.answer(seq, nil) // the probe's own answer, when it comes, goes nowhere
+		q.cur = nil
+	}
+	if c := q.next; c != nil && k > c.after {
+		c.answer(seq, nil)
+		q.next = nil
+	}
 }

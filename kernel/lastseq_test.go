@@ -107,3 +107,63 @@ func TestLastSeqProbeOutlivesTheCallerThatRunsIt(t *testing.T) {
 		t.Errorf("get = %d, want 7", v)
 	}
 }
+
+// An append of the engine that started after a request arrived answers the
+// request (the ledger took it on the condition of the project's last
+// ledger_seq, so nothing acknowledged before is above it), without the
+// request waiting for a probe; an append that started before the request
+// arrived does not.
+func TestLastSeqProbeTakesTheAnswerOfALaterAppend(t *testing.T) {
+	var q lastSeqProbe
+	release := make(chan struct{})
+	var fetches atomic.Int32
+	fetch := func(context.Context) (uint64, error) {
+		fetches.Add(1)
+		<-release // every probe hangs until the end of the test
+		return 1, nil
+	}
+	defer close(release)
+	early := q.appending() // an append already sent when the requests arrive
+
+	first := make(chan uint64, 1)
+	go func() { // runs the first probe, which hangs
+		v, _ := q.get(context.Background(), fetch)
+		first <- v
+	}()
+	checkfor.Until(t, 5*time.Second, "the first probe to start", func() bool { return fetches.Load() == 1 })
+	second := make(chan uint64, 1)
+	go func() { // arrives while the probe is in flight: waits for the next look-up
+		v, _ := q.get(context.Background(), fetch)
+		second <- v
+	}()
+	checkfor.Until(t, 5*time.Second, "the second request to wait", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.next != nil
+	})
+
+	q.appended(early, 5) // started before both: answers neither
+	select {
+	case v := <-first:
+		t.Fatalf("first request answered %d by an append that started before it", v)
+	case v := <-second:
+		t.Fatalf("second request answered %d by an append that started before it", v)
+	case <-time.After(50 * time.Millisecond):
+	}
+
+	later := q.appending()
+	q.appended(later, 9) // started after both arrived
+	for name, ch := range map[string]chan uint64{"first": first, "second": second} {
+		select {
+		case v := <-ch:
+			if v != 9 {
+				t.Errorf("%s request = %d, want 9 from the later append", name, v)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s request still waits for its probe after a later append", name)
+		}
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("probes = %d, want only the first (the append answered the second request)", n)
+	}
+}
