@@ -228,6 +228,11 @@ func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64,
 		}
 		s.mu.RUnlock() // the state needs folding first (or forgetting): see below
 	}
+	// Requests waiting for a last ledger_seq may take this command's
+	// append (lastseq.go).
+	appended := false
+	s.probe.writing()
+	defer func() { s.probe.written(appended) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.auth.publish(s.p) // after fn's changes, still under the lock
@@ -237,7 +242,9 @@ func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64,
 		}
 		s.loaded.Store(true)
 	}
+	before := s.p.Seq
 	err := fn(s.p)
+	appended = s.p.Seq > before
 	if s.p.Seq == 0 {
 		// The project has no events: keep nothing for it, so that requests
 		// naming made-up projects leave no state behind.

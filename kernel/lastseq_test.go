@@ -167,3 +167,72 @@ func TestLastSeqProbeTakesTheAnswerOfALaterAppend(t *testing.T) {
 		t.Errorf("probes = %d, want only the first (the append answered the second request)", n)
 	}
 }
+
+// While a command of the project holds or waits for its lock, a request
+// does not start a probe: the command's append answers it. A command that
+// leaves without appending starts the probe, even while another command is
+// still there, so a stream of commands that append nothing never leaves a
+// request waiting.
+func TestLastSeqProbeLeavesTheAnswerToTheProjectsCommands(t *testing.T) {
+	var q lastSeqProbe
+	var fetches atomic.Int32
+	fetch := func(context.Context) (uint64, error) {
+		fetches.Add(1)
+		return 4, nil
+	}
+	ask := func() chan uint64 {
+		ch := make(chan uint64, 1)
+		go func() {
+			v, _ := q.get(context.Background(), fetch)
+			ch <- v
+		}()
+		checkfor.Until(t, 5*time.Second, "the request to wait", func() bool {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return q.next != nil || len(ch) > 0
+		})
+		return ch
+	}
+	want := func(ch chan uint64, v uint64, why string) {
+		t.Helper()
+		select {
+		case got := <-ch:
+			if got != v {
+				t.Errorf("%s: request = %d, want %d", why, got, v)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the request still waits", why)
+		}
+	}
+
+	// A command appends after the request arrived: its answer, no probe.
+	q.writing()
+	ch := ask()
+	k := q.appending()
+	q.appended(k, 9)
+	q.written(true)
+	want(ch, 9, "a command appended after it arrived")
+	if n := fetches.Load(); n != 0 {
+		t.Errorf("probes = %d while a command was there to answer, want 0", n)
+	}
+
+	// Two commands; the first appends nothing: it starts the probe.
+	q.writing()
+	q.writing()
+	ch = ask()
+	q.written(false)
+	want(ch, 4, "a command left without appending")
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("probes = %d, want 1", n)
+	}
+	q.written(true)
+
+	// The last command leaves, having appended before the request arrived:
+	// the probe starts then.
+	q.writing()
+	k = q.appending()
+	ch = ask()
+	q.appended(k, 7) // started before the request: not its answer
+	q.written(true)
+	want(ch, 4, "the last command left")
+}
