@@ -19,6 +19,13 @@ import (
 // on one embedded NATS server: n service instances that share only NATS.
 func newEngines(t *testing.T, n int) ([]*kernel.Engine, *ledger.Store) {
 	t.Helper()
+	return newEnginesWith(t, n, func(*kernel.Config) {})
+}
+
+// newEnginesWith is newEngines with the engines' configuration changed by
+// set.
+func newEnginesWith(t *testing.T, n int, set func(*kernel.Config)) ([]*kernel.Engine, *ledger.Store) {
+	t.Helper()
 	srv := natstest.Start(t)
 	var engines []*kernel.Engine
 	var first *ledger.Store
@@ -34,6 +41,7 @@ func newEngines(t *testing.T, n int) ([]*kernel.Engine, *ledger.Store) {
 		}
 		kcfg := kernel.DefaultConfig()
 		kcfg.MaxAttempts = 1000
+		set(&kcfg)
 		e, err := kernel.NewEngine(l, kcfg)
 		if err != nil {
 			t.Fatal(err)
@@ -241,20 +249,9 @@ func BenchmarkEngineExecute(b *testing.B) {
 // Turns live at once side by side; ids drawn in one millisecond still
 // differ, and the id is 32 hex digits after "turn_" as before.
 func TestTurnIDsSortByTime(t *testing.T) {
-	srv := natstest.Start(t)
-	cfg := ledger.DefaultConfig()
-	cfg.Storage = ledger.MemoryStorage
-	l, err := ledger.Open(t.Context(), natstest.Connect(t, srv), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := &testclock.Offset{}
-	kcfg := kernel.DefaultConfig()
-	kcfg.Now = clock.Now
-	e, err := kernel.NewEngine(l, kcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	engines, _ := newEnginesWith(t, 1, func(c *kernel.Config) { c.Now = clock.Now })
+	e := engines[0]
 	register(t, e, "worker", 6)
 	register(t, e, "req", 1)
 	var ids []string
