@@ -76,9 +76,10 @@ func readMeta(f *os.File, off int64) (boltMeta, error) {
 // Check checks the projection file at path without trusting it: first its
 // structure, read with plain reads and never through bbolt's memory map (a
 // truncated file would kill the process with SIGBUS there): a valid meta
-// page, a file long enough for every page the meta counts; then bbolt's own
-// consistency check of every reachable page, with any panic of bbolt's
-// caught. It returns nil for a sound file or none at all, an error wrapping
+// page, a file long enough for every page the meta counts, and a sound
+// header on every page in use (scanPages); then, on a file that was not
+// closed cleanly, bbolt's own consistency check of every reachable page,
+// with any panic of bbolt's caught (checkPages). It returns nil for a sound file or none at all, an error wrapping
 // ErrInUse when another process holds the file's lock (it is then not
 // checked: a live file may be half-written), and an error wrapping
 // ErrDamaged that says what is wrong otherwise. It holds a shared lock on
@@ -173,18 +174,127 @@ func checkStructure(f *os.File, size int64) error {
 	if m.root >= m.pgid || (m.freelist != noFreelist && m.freelist >= m.pgid) {
 		return fmt.Errorf("root page %d or freelist page %d above the high-water mark %d", m.root, m.freelist, m.pgid)
 	}
-	// Every page header must be readable with plain reads (no short file in
-	// the middle: a sparse or failing disk answers here, not in the mmap).
-	buf := make([]byte, pageHeaderSize)
-	for id := uint64(0); id < m.pgid; id++ {
-		if _, err := f.ReadAt(buf, int64(id)*int64(m.pageSize)); err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("page %d unreadable: %w", id, err)
+	return scanPages(f, m)
+}
+
+// bbolt's page flags.
+const (
+	branchPage   = 0x01
+	leafPage     = 0x02
+	freelistPage = 0x10
+)
+
+// scanPages reads every page below the high-water mark with plain reads, in
+// large chunks (no short file in the middle: a sparse or failing disk
+// answers here, not in the mmap), and checks the header of every page in
+// use: a page that bbolt's free list does not hold starts with its own id
+// and a known kind, and is followed by the overflow pages its header counts.
+// A zeroed or overwritten stretch of the file fails here. This is what the
+// check costs on every start: about 0.2 s for a 1.5 GiB file of 1M events,
+// against 1.2 s for bbolt's own check, which runs only on a file that was
+// not closed cleanly (checkPages).
+func scanPages(f *os.File, m boltMeta) error {
+	free, err := readFreelist(f, m)
+	if err != nil {
+		return err
+	}
+	ps := int64(m.pageSize)
+	const chunkPages = 256
+	buf := make([]byte, chunkPages*ps)
+	var base uint64 = ^uint64(0) // the first page in buf
+	var inBuf uint64
+	header := func(id uint64) ([]byte, error) {
+		if id < base || id >= base+inBuf {
+			n, err := f.ReadAt(buf, int64(id)*ps)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("page %d unreadable: %w", id, err)
+			}
+			base, inBuf = id, uint64(n)/uint64(ps)
+			if inBuf == 0 {
+				return nil, fmt.Errorf("page %d unreadable: the file ends", id)
+			}
 		}
+		off := (id - base) * uint64(ps)
+		return buf[off : off+pageHeaderSize], nil
+	}
+	le := binary.LittleEndian
+	for id := uint64(2); id < m.pgid; { // 0 and 1 are the meta pages, checked already
+		if free[id] {
+			id++
+			continue
+		}
+		h, err := header(id)
+		if err != nil {
+			return err
+		}
+		got, flags, overflow := le.Uint64(h[0:]), le.Uint16(h[8:]), le.Uint32(h[12:])
+		if got != id {
+			return fmt.Errorf("page %d in use identifies itself as page %d", id, got)
+		}
+		if flags != branchPage && flags != leafPage && flags != freelistPage {
+			return fmt.Errorf("page %d in use has flags %#x", id, flags)
+		}
+		if id+1+uint64(overflow) > m.pgid {
+			return fmt.Errorf("page %d runs %d pages past the high-water mark %d", id, overflow, m.pgid)
+		}
+		// Overflow pages are read too, for the disk's sake.
+		for o := id + 1; o <= id+uint64(overflow); o++ {
+			if _, err := header(o); err != nil {
+				return err
+			}
+		}
+		id += 1 + uint64(overflow)
 	}
 	return nil
 }
 
-// checkPages runs bbolt's consistency check, opening the file read-only.
+// readFreelist reads the page ids of bbolt's free list (free and pending
+// pages, as bbolt writes it) with plain reads.
+func readFreelist(f *os.File, m boltMeta) (map[uint64]bool, error) {
+	free := map[uint64]bool{}
+	if m.freelist == noFreelist {
+		return nil, errors.New("no free list is stored: the pages in use cannot be told")
+	}
+	ps := int64(m.pageSize)
+	h := make([]byte, pageHeaderSize+8)
+	if _, err := f.ReadAt(h, int64(m.freelist)*ps); err != nil {
+		return nil, fmt.Errorf("free list page %d unreadable: %w", m.freelist, err)
+	}
+	le := binary.LittleEndian
+	if id, flags := le.Uint64(h[0:]), le.Uint16(h[8:]); id != m.freelist || flags != freelistPage {
+		return nil, fmt.Errorf("free list page %d identifies itself as page %d with flags %#x", m.freelist, id, flags)
+	}
+	count, overflow := uint64(le.Uint16(h[10:])), le.Uint32(h[12:])
+	start := int64(pageHeaderSize)
+	if count == 0xFFFF { // the real count is the first element
+		count = le.Uint64(h[pageHeaderSize:])
+		start += 8
+	}
+	size := int64(1+overflow) * ps
+	if start+int64(count)*8 > size || m.freelist+1+uint64(overflow) > m.pgid {
+		return nil, fmt.Errorf("free list page %d counts %d ids, more than its %d pages hold", m.freelist, count, 1+overflow)
+	}
+	b := make([]byte, count*8)
+	if _, err := f.ReadAt(b, int64(m.freelist)*ps+start); err != nil {
+		return nil, fmt.Errorf("free list page %d unreadable: %w", m.freelist, err)
+	}
+	for i := uint64(0); i < count; i++ {
+		id := le.Uint64(b[i*8:])
+		if id < 2 || id >= m.pgid {
+			return nil, fmt.Errorf("free list holds page %d, outside 2..%d", id, m.pgid-1)
+		}
+		free[id] = true
+	}
+	return free, nil
+}
+
+// checkPages runs bbolt's consistency check, opening the file read-only,
+// on a file that was not closed cleanly: one that still carries the mark
+// of a Store writing it without fsync (durability.go: the process died, or
+// the Store found the file damaged and kept the mark). A file closed
+// cleanly and left alone since passes scanPages; one changed since does
+// not, unless the change sits inside pages (then a read that meets it marks
+// the projections failing, the mark stays, and the next start checks it).
 // bbolt panics on some damage (a zeroed page "self identifies as 0"): the
 // panic is the verdict. The caller holds a shared lock, which bbolt's own
 // shared lock joins; should bbolt still time out on the lock, the file is in
@@ -203,6 +313,9 @@ func checkPages(path string) (err error) {
 	}
 	defer db.Close()
 	return db.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bktMeta); meta != nil && meta.Get(keyUnsynced) == nil && meta.Get(keyCheckpoint) != nil {
+			return nil // closed cleanly
+		}
 		var errs []error
 		for e := range tx.Check() {
 			if len(errs) < 5 {
