@@ -523,7 +523,11 @@ func (b *bench) setUp(ctx context.Context, a *api, admin string) (*fleet, error)
 		f.requesters = append(f.requesters, reqs)
 	}
 	for i := range b.cfg.Agents {
-		project, id := fmt.Sprintf("bench%d", i%b.cfg.Projects), fmt.Sprintf("w%d", i)
+		// Workers are new in every run: against a serve that ran a bench
+		// before (--url), a worker of the last run may still hold a claim
+		// its run ended in the middle of, and a worker of capacity 1 would
+		// find no room until it expired.
+		project, id := fmt.Sprintf("bench%d", i%b.cfg.Projects), fmt.Sprintf("w%d-%s", i, f.run)
 		h, err := register(project, id, 1)
 		if err != nil {
 			return nil, err

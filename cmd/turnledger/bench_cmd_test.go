@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -187,6 +188,32 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		var errb bytes.Buffer
 		if code := Main(t.Context(), append([]string{"bench"}, args...), &bytes.Buffer{}, &errb); code != 2 {
 			t.Errorf("bench %v exited %d, want 2 (usage): %s", args, code, errb.String())
+		}
+	}
+}
+
+// A bench against a running serve (--url) can be run again: the first run
+// ends in the middle of lifecycles, leaving claims held by its workers, and
+// the second still reports no error.
+func TestBenchAgainstARunningServeTwice(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := startServe(t, dir)
+	token, err := os.ReadFile(filepath.Join(dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run := 1; run <= 2; run++ {
+		var out, errb bytes.Buffer
+		code := Main(t.Context(), []string{"bench", "--url", base, "--admin-token", string(bytes.TrimSpace(token)), "--duration", "1s", "--agents", "4", "--requesters", "1", "--json"}, &out, &errb)
+		if code != 0 {
+			t.Fatalf("bench run %d exited %d: %s", run, code, errb.String())
+		}
+		var r benchResult
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("bench run %d printed %q: %v", run, out.String(), err)
+		}
+		if r.Turns < 1 || r.Errors != 0 {
+			t.Errorf("bench run %d against a running serve: %d Turns, %d errors (%s); want Turns and no error", run, r.Turns, r.Errors, strings.TrimSpace(errb.String()))
 		}
 	}
 }
