@@ -190,7 +190,7 @@ func (e *Engine) slotAt(ctx context.Context, project string, fresh bool) (*slot,
 	e.mu.Lock()
 	s := e.projects[project]
 	if s == nil {
-		s = &slot{id: project, p: NewProject(project)}
+		s = e.newSlot(project)
 		e.projects[project] = s
 	}
 	e.mu.Unlock()
@@ -200,22 +200,18 @@ func (e *Engine) slotAt(ctx context.Context, project string, fresh bool) (*slot,
 	var last uint64
 	if fresh {
 		var err error
-		if last, err = s.probe.get(ctx, func(ctx context.Context) (uint64, error) { return e.ledger.LastSeq(ctx, project) }); err != nil {
+		if last, err = s.probe.get(ctx); err != nil {
 			return nil, 0, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", project, err)
 		}
 	}
 	return s, last, nil
 }
 
-// probeOf returns the last-seq probe of a project's slot (a probe of its
-// own when the project has no slot, which nothing waits on).
-func (e *Engine) probeOf(project string) *lastSeqProbe {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if s := e.projects[project]; s != nil {
-		return &s.probe
-	}
-	return new(lastSeqProbe)
+// newSlot makes the slot of a project, not loaded yet.
+func (e *Engine) newSlot(project string) *slot {
+	s := &slot{id: project, p: NewProject(project)}
+	s.probe.fetch = func(ctx context.Context) (uint64, error) { return e.ledger.LastSeq(ctx, project) }
+	return s
 }
 
 // doOn runs fn on the slot's state folded at least up to last.
@@ -228,8 +224,8 @@ func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64,
 		}
 		s.mu.RUnlock() // the state needs folding first (or forgetting): see below
 	}
-	// Requests waiting for a last ledger_seq may take this command's
-	// append (lastseq.go).
+	// Requests waiting for a last ledger_seq may take the answer of this
+	// command's append (lastseq.go).
 	appended := false
 	s.probe.writing()
 	defer func() { s.probe.written(appended) }()
@@ -242,9 +238,13 @@ func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64,
 		}
 		s.loaded.Store(true)
 	}
-	before := s.p.Seq
+	before, k := s.p.Seq, s.probe.appending()
 	err := fn(s.p)
-	appended = s.p.Seq > before
+	if appended = s.p.Seq > before; appended {
+		// fn appended, after the lock was taken: every event acknowledged
+		// before that is at or below the project's last ledger_seq now.
+		s.probe.appended(k, s.p.Seq)
+	}
 	if s.p.Seq == 0 {
 		// The project has no events: keep nothing for it, so that requests
 		// naming made-up projects leave no state behind.
@@ -335,12 +335,7 @@ func (e *Engine) decideAppend(ctx context.Context, p *Project, cmd Command) (uin
 		}
 		ev := events[0]
 		ev.Idem = idemOf(cmd)
-		probe := e.probeOf(p.ID)
-		k := probe.appending()
 		seq, err := e.ledger.Append(ctx, p.ID, p.Seq, ev)
-		if err == nil {
-			probe.appended(k, seq) // a fresh last ledger_seq for the requests waiting on a probe
-		}
 		if errors.Is(err, ErrStale) && attempt < e.cfg.MaxAttempts {
 			before := p.Seq
 			if err := e.catchUp(ctx, p); err != nil {

@@ -18,19 +18,21 @@ import (
 //   - a probe: the ledger's last ledger_seq of the project (Ledger.LastSeq).
 //     At most one is in flight per project; the requests that arrive
 //     meanwhile share the next one, which starts when it ends.
-//   - an append of this engine to the project: the ledger took it on the
-//     condition that the project's last ledger_seq was the one the engine
-//     held, so every event acknowledged before the append started is below
-//     the ledger_seq it got.
+//   - a command of this engine that appended to the project: the ledger
+//     took the append on the condition that the project's last ledger_seq
+//     was the one the engine held, so every event acknowledged before the
+//     command took the project's lock is at or below the project's
+//     ledger_seq once the command is done. The command is numbered when it
+//     takes the lock.
 //
 // Under load a project is appended to all the time: while a command of the
 // project holds or waits for its lock (and so may append after the waiting
 // requests arrived), no probe starts; the requests take the answer of the
 // next append. A command that leaves without appending (a refusal, a claim
 // with no work) starts a probe for whoever still waits, and so does the
-// last command to leave. Probes
-// were 4 % of all CPU with 64 agents over 8 projects, client and server
-// side. None of the look-ups holds the project's lock for a request.
+// last command to leave. Probes were 4 % of all CPU with 64 agents over 8
+// projects, client and server side. None of the look-ups holds the
+// project's lock for a request.
 type lastSeqProbe struct {
 	mu      sync.Mutex
 	started uint64     // look-ups started so far, probes and appends
@@ -39,9 +41,9 @@ type lastSeqProbe struct {
 	next    *probeCall // the requests that arrived since it started; nil when none
 	writers int        // commands that hold or wait for the project's lock
 
-	// fetch and ctx make a probe; set by get (the same for every request).
+	// fetch reads the project's last ledger_seq from the ledger; set when
+	// the probe is made.
 	fetch func(context.Context) (uint64, error)
-	ctx   context.Context
 }
 
 type probeCall struct {
@@ -54,7 +56,7 @@ type probeCall struct {
 
 // get returns the project's last ledger_seq as found by a look-up that
 // started after get was called.
-func (q *lastSeqProbe) get(ctx context.Context, fetch func(context.Context) (uint64, error)) (uint64, error) {
+func (q *lastSeqProbe) get(ctx context.Context) (uint64, error) {
 	q.mu.Lock()
 	c := q.next
 	if c == nil {
@@ -62,7 +64,6 @@ func (q *lastSeqProbe) get(ctx context.Context, fetch func(context.Context) (uin
 		q.next = c
 	}
 	c.after = q.started
-	q.fetch, q.ctx = fetch, context.WithoutCancel(ctx)
 	if !q.probing && q.writers == 0 {
 		q.probe()
 	}
@@ -77,17 +78,16 @@ func (q *lastSeqProbe) get(ctx context.Context, fetch func(context.Context) (uin
 
 // probe starts a probe for the waiting requests (q.next), on a goroutine
 // of its own so that an append may answer them first. The probe is shared,
-// so it does not end with the context of the request that started it (the
-// ledger bounds its own retries). When it ends it answers its requests, and
+// so it runs under no request's context (the ledger bounds its own
+// retries). When it ends it answers its requests, and
 // starts the next probe if requests arrived meanwhile and are still
 // waiting with no command to answer them. Called with mu held.
 func (q *lastSeqProbe) probe() {
 	q.cur, q.next = q.next, nil
 	q.probing = true
 	q.started++
-	fetch, ctx := q.fetch, q.ctx
 	go func() {
-		seq, err := fetch(ctx)
+		seq, err := q.fetch(context.Background())
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		q.probing = false
@@ -129,9 +129,9 @@ func (c *probeCall) answer(seq uint64, err error) {
 	close(c.done)
 }
 
-// appending numbers an append of this engine to the project that is about
-// to be sent; appended gives its ledger_seq to the requests that arrived
-// before it started, once the ledger took it.
+// appending numbers a command that has taken the project's lock and may
+// append; appended gives the project's ledger_seq after its appends to the
+// requests that arrived before it was numbered.
 func (q *lastSeqProbe) appending() uint64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -29,9 +29,10 @@ func TestLastSeqProbeNeverAnswersFromAnEarlierLookUp(t *testing.T) {
 		}
 		return v, nil
 	}
+	q.fetch = fetch
 	first := make(chan uint64)
 	go func() {
-		v, _ := q.get(context.Background(), fetch)
+		v, _ := q.get(context.Background())
 		first <- v
 	}()
 	checkfor.Until(t, 5*time.Second, "the first look-up to start", func() bool { return fetches.Load() == 1 })
@@ -43,7 +44,7 @@ func TestLastSeqProbeNeverAnswersFromAnEarlierLookUp(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], _ = q.get(context.Background(), fetch)
+			got[i], _ = q.get(context.Background())
 		}()
 	}
 	checkfor.Until(t, 5*time.Second, "a look-up to be queued", func() bool {
@@ -77,12 +78,13 @@ func TestLastSeqProbeOutlivesTheCallerThatRunsIt(t *testing.T) {
 		<-release
 		return 7, ctx.Err()
 	}
-	go q.get(context.Background(), fetch) // in flight: the next call queues behind it
+	q.fetch = fetch
+	go q.get(context.Background()) // in flight: the next call queues behind it
 	<-started
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := make(chan error)
 	go func() { // queues the next look-up, run on its behalf
-		_, err := q.get(ctx, fetch)
+		_, err := q.get(ctx)
 		gone <- err
 	}()
 	checkfor.Until(t, 5*time.Second, "a look-up to be queued", func() bool {
@@ -92,7 +94,7 @@ func TestLastSeqProbeOutlivesTheCallerThatRunsIt(t *testing.T) {
 	})
 	other := make(chan uint64)
 	go func() {
-		v, err := q.get(context.Background(), fetch)
+		v, err := q.get(context.Background())
 		if err != nil {
 			t.Errorf("get = %v", err)
 		}
@@ -108,11 +110,11 @@ func TestLastSeqProbeOutlivesTheCallerThatRunsIt(t *testing.T) {
 	}
 }
 
-// An append of the engine that started after a request arrived answers the
-// request (the ledger took it on the condition of the project's last
-// ledger_seq, so nothing acknowledged before is above it), without the
-// request waiting for a probe; an append that started before the request
-// arrived does not.
+// A command that took the project's lock after a request arrived and
+// appended answers the request (the ledger took its append on the condition
+// of the project's last ledger_seq, so nothing acknowledged before is
+// above it), without the request waiting for a probe; one numbered before
+// the request arrived does not.
 func TestLastSeqProbeTakesTheAnswerOfALaterAppend(t *testing.T) {
 	var q lastSeqProbe
 	release := make(chan struct{})
@@ -122,18 +124,19 @@ func TestLastSeqProbeTakesTheAnswerOfALaterAppend(t *testing.T) {
 		<-release // every probe hangs until the end of the test
 		return 1, nil
 	}
+	q.fetch = fetch
 	defer close(release)
-	early := q.appending() // an append already sent when the requests arrive
+	early := q.appending() // a command that took the lock before the requests arrive
 
 	first := make(chan uint64, 1)
 	go func() { // runs the first probe, which hangs
-		v, _ := q.get(context.Background(), fetch)
+		v, _ := q.get(context.Background())
 		first <- v
 	}()
 	checkfor.Until(t, 5*time.Second, "the first probe to start", func() bool { return fetches.Load() == 1 })
 	second := make(chan uint64, 1)
 	go func() { // arrives while the probe is in flight: waits for the next look-up
-		v, _ := q.get(context.Background(), fetch)
+		v, _ := q.get(context.Background())
 		second <- v
 	}()
 	checkfor.Until(t, 5*time.Second, "the second request to wait", func() bool {
@@ -180,10 +183,11 @@ func TestLastSeqProbeLeavesTheAnswerToTheProjectsCommands(t *testing.T) {
 		fetches.Add(1)
 		return 4, nil
 	}
+	q.fetch = fetch
 	ask := func() chan uint64 {
 		ch := make(chan uint64, 1)
 		go func() {
-			v, _ := q.get(context.Background(), fetch)
+			v, _ := q.get(context.Background())
 			ch <- v
 		}()
 		checkfor.Until(t, 5*time.Second, "the request to wait", func() bool {

@@ -234,7 +234,7 @@ func (e *Engine) Preload(ctx context.Context, projects []string) error {
 		e.mu.Lock()
 		s := e.projects[id]
 		if s == nil {
-			s = &slot{id: id, p: NewProject(id)}
+			s = e.newSlot(id)
 			e.projects[id] = s
 		}
 		e.mu.Unlock()
