@@ -82,7 +82,7 @@ func (f *folder) flush() error {
 		}
 		// The view shares nothing a later fold changes in place: its
 		// pointers are its own, and the JSON it holds is never written to.
-		f.views[k] = turnView(firstPart([]byte(k)), &rec.Turn)
+		f.views[k] = turnView(splitKey([]byte(k))[0], &rec.Turn) // k is key(project, Turn id)
 	}
 	return nil
 }

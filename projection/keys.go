@@ -56,23 +56,6 @@ func appendSeq(b []byte, n uint64) []byte {
 	return binary.BigEndian.AppendUint64(b, n)
 }
 
-// firstPart decodes the first string part of a key.
-func firstPart(k []byte) string {
-	b := make([]byte, 0, len(k))
-	for i := 0; i+1 < len(k); i++ {
-		if k[i] != 0 {
-			b = append(b, k[i])
-			continue
-		}
-		if k[i+1] == 0 {
-			break
-		}
-		b = append(b, 0) // 0x00 0xFF
-		i++
-	}
-	return string(b)
-}
-
 // key builds a key of string parts.
 func key(parts ...string) []byte {
 	n := 0

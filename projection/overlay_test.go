@@ -132,11 +132,12 @@ func TestTurnAtAgreesWithTheFileAcrossBatches(t *testing.T) {
 	}
 }
 
-// firstPart decodes the project out of a key, zero bytes included.
-func TestFirstPart(t *testing.T) {
-	for _, p := range []string{"p1", "", "a\x00b", "\x00", "x\x00\x00y"} {
-		if got := firstPart(key(p, "turn\x00id")); got != p {
-			t.Errorf("firstPart(key(%q, ...)) = %q", p, got)
+// splitKey gives back the parts of a key, zero bytes included: the Turn
+// views take their project from their key.
+func TestSplitKey(t *testing.T) {
+	for _, parts := range [][]string{{"p1", "t1"}, {"", "t"}, {"a\x00b", "turn\x00id"}, {"\x00", "x\x00\x00y"}} {
+		if got := splitKey(key(parts...)); !cmp.Equal(got, parts) {
+			t.Errorf("splitKey(key(%q)) = %q", parts, got)
 		}
 	}
 }
