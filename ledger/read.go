@@ -346,7 +346,7 @@ func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uin
 // of them or Config.FollowLinger has passed. The events of a busy project
 // then reach the projector in batches a few times larger, each folded and
 // committed once (a lifecycle bench with 64 agents: from about 4 events a
-// commit to about 10). A lone client's event is not held: its append is the
+// commit to about 9). A lone client's event is not held: its append is the
 // only one, and its event is the one received. Appends of other processes
 // are not seen; their events are handed over as they come.
 func (s *Store) linger(ctx context.Context, queue <-chan raw, raws []raw, size int) []raw {

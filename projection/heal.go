@@ -79,7 +79,8 @@ func readMeta(f *os.File, off int64) (boltMeta, error) {
 // page, a file long enough for every page the meta counts, and a sound
 // header on every page in use (scanPages); then, on a file that was not
 // closed cleanly, bbolt's own consistency check of every reachable page,
-// with any panic of bbolt's caught (checkPages). It returns nil for a sound file or none at all, an error wrapping
+// with any panic of bbolt's caught (checkPages). It returns nil for a sound
+// file or none at all, an error wrapping
 // ErrInUse when another process holds the file's lock (it is then not
 // checked: a live file may be half-written), and an error wrapping
 // ErrDamaged that says what is wrong otherwise. It holds a shared lock on
