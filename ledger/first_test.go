@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/turnledger/turnledger/internal/natstest"
-	"github.com/turnledger/turnledger/kernel"
 )
 
 // TestStreamWideFirstEventIsGuarded: in ExpectStream mode a Store that
@@ -22,19 +20,8 @@ func TestStreamWideFirstEventIsGuarded(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Storage = MemoryStorage
 	cfg.Expect = ExpectStream
-	open := func() *Store {
-		t.Helper()
-		s, err := Open(context.Background(), natstest.Connect(t, srv), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	a, b := open(), open()
-	ev := kernel.Event{
-		Type: kernel.EvAgentHeartbeat, V: 1, ProjectID: "p1", Aggregate: kernel.AggAgent, ID: "a1",
-		At: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), Actor: kernel.Actor{Kind: "admin"}, Data: &kernel.AgentHeartbeat{},
-	}
+	a, b := openOn(t, srv, cfg), openOn(t, srv, cfg)
+	ev := heartbeat("a1")
 	if _, err := a.Append(context.Background(), "p1", 0, ev); err != nil {
 		t.Fatalf("first Append = %v", err)
 	}

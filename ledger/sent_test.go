@@ -21,16 +21,10 @@ func TestFollowLingersOnlyWhileAppendsAreInFlight(t *testing.T) {
 	cfg.Storage = MemoryStorage
 	cfg.BatchSize = 3
 	cfg.FollowLinger = time.Second // the test would take a second per batch if it lingered for nothing
-	s, err := Open(t.Context(), natstest.Connect(t, srv), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, srv, cfg)
 	appendOne := func(last uint64) uint64 {
 		t.Helper()
-		seq, err := s.Append(t.Context(), "p1", last, kernel.Event{
-			Type: kernel.EvAgentHeartbeat, V: 1, ProjectID: "p1", Aggregate: kernel.AggAgent, ID: "a1",
-			At: time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC), Actor: kernel.Actor{Kind: "admin"}, Data: &kernel.AgentHeartbeat{},
-		})
+		seq, err := s.Append(t.Context(), "p1", last, heartbeat("a1"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,25 +90,12 @@ func TestFollowTakesItsOwnEventsWithoutDecoding(t *testing.T) {
 	srv := natstest.Start(t)
 	cfg := DefaultConfig()
 	cfg.Storage = MemoryStorage
-	open := func() *Store {
-		s, err := Open(t.Context(), natstest.Connect(t, srv), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	mine, other := open(), open()
-	ev := func(id string) kernel.Event {
-		return kernel.Event{
-			Type: kernel.EvAgentHeartbeat, V: 1, ProjectID: "p1", Aggregate: kernel.AggAgent, ID: id,
-			At: time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC), Actor: kernel.Actor{Kind: "admin"}, Data: &kernel.AgentHeartbeat{},
-		}
-	}
-	first := ev("a1")
+	mine, other := openOn(t, srv, cfg), openOn(t, srv, cfg)
+	first := heartbeat("a1")
 	if _, err := mine.Append(t.Context(), "p1", 0, first); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Append(t.Context(), "p1", 1, ev("a2")); err != nil {
+	if _, err := other.Append(t.Context(), "p1", 1, heartbeat("a2")); err != nil {
 		t.Fatal(err)
 	}
 	var got []kernel.Recorded
