@@ -212,29 +212,11 @@ func TestCatalogueTakesTheLoggerFlags(t *testing.T) {
 	fetchListing(t, base+catalogue.Path+"?cityCode=PARIS&secret_query=never-logged", "k-secret-partner-key")
 	fetchListing(t, base+catalogue.Path+"?cityCode=PARIS", "k-wrong-partner-key")
 	fetchListing(t, base+"/no/such/path", "k-secret-partner-key")
-	type line struct {
-		Level   string `json:"level"`
-		Msg     string `json:"msg"`
-		Method  string `json:"method"`
-		Route   string `json:"route"`
-		Status  int    `json:"status"`
-		Project string `json:"project"`
-	}
-	var got []line
-	checkfor.Until(t, 5*time.Second, "three request lines", func() bool {
-		got = nil
-		for _, l := range strings.Split(stderr.String(), "\n") {
-			var v line
-			if json.Unmarshal([]byte(l), &v) == nil && v.Msg == "request" {
-				got = append(got, v)
-			}
-		}
-		return len(got) >= 3
-	})
-	want := []line{
-		{"INFO", "request", "GET", catalogue.Path, 200, ""},
-		{"INFO", "request", "GET", catalogue.Path, 401, ""},
-		{"INFO", "request", "GET", "(no route)", 404, ""},
+	got := requestLines(t, stderr, 3)
+	want := []requestLine{
+		{"INFO", "request", "GET", catalogue.Path, 200, 0, ""},
+		{"INFO", "request", "GET", catalogue.Path, 401, 0, ""},
+		{"INFO", "request", "GET", "(no route)", 404, 0, ""},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("catalogue --log-format json request lines (-want +got):\n%s\n%s", diff, stderr.String())

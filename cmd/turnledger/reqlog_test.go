@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +15,37 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/internal/checkfor"
 )
+
+// requestLine is what a JSON request log line says, its duration left out
+// (it varies).
+type requestLine struct {
+	Level    string  `json:"level"`
+	Msg      string  `json:"msg"`
+	Method   string  `json:"method"`
+	Route    string  `json:"route"`
+	Status   int     `json:"status"`
+	Duration float64 `json:"duration"`
+	Project  string  `json:"project"`
+}
+
+// requestLines waits until out holds at least n JSON request log lines and
+// returns them all, in order.
+func requestLines(t *testing.T, out *syncBuffer, n int) []requestLine {
+	t.Helper()
+	var lines []requestLine
+	checkfor.Until(t, 5*time.Second, fmt.Sprintf("%d request log lines", n), func() bool {
+		lines = nil
+		for _, l := range strings.Split(out.String(), "\n") {
+			var v requestLine
+			if json.Unmarshal([]byte(l), &v) == nil && v.Msg == "request" {
+				v.Duration = 0
+				lines = append(lines, v)
+			}
+		}
+		return len(lines) >= n
+	})
+	return lines
+}
 
 // startServeLogged is startServe that also returns what serve writes.
 func startServeLogged(t *testing.T, dir string, args ...string) (string, *syncBuffer) {
@@ -69,28 +101,8 @@ func TestServeLogsOneLinePerRequestAndNoSecret(t *testing.T) {
 	bad.call("GET", "/v3r1/projects/p1/agents/worker", nil, 401)
 	admin.call("GET", "/no/such/route", nil, 404)
 
-	type line struct {
-		Level    string  `json:"level"`
-		Msg      string  `json:"msg"`
-		Method   string  `json:"method"`
-		Route    string  `json:"route"`
-		Status   int     `json:"status"`
-		Duration float64 `json:"duration"`
-		Project  string  `json:"project"`
-	}
-	var requests []line
-	checkfor.Until(t, 5*time.Second, "the log line of the last request", func() bool {
-		requests = nil
-		for _, l := range strings.Split(out.String(), "\n") {
-			var v line
-			if json.Unmarshal([]byte(l), &v) == nil && v.Msg == "request" {
-				v.Duration = 0 // varies
-				requests = append(requests, v)
-			}
-		}
-		return len(requests) >= 9
-	})
-	want := []line{
+	requests := requestLines(t, out, 9)
+	want := []requestLine{
 		{"INFO", "request", "POST", "/v3r1/projects/{project_id}/agents:register", 200, 0, "p1"},
 		{"INFO", "request", "POST", "/v3r1/projects/{project_id}/agents/{agent_id}/credentials:issue", 200, 0, "p1"},
 		{"INFO", "request", "POST", "/v3r1/projects/{project_id}/agents:register", 200, 0, "p1"},
