@@ -122,8 +122,7 @@ func TestLongPollsAndStreamsOutliveTheWriteTimeout(t *testing.T) {
 	dir := t.TempDir()
 	base, _ := startEngine(t, dir, "127.0.0.1:0", "--write-timeout", "500ms", "--reap-interval", "0")
 	admin := adminClient(t, base, dir)
-	planner := agentClient(t, admin, "p", "planner", 0, "turns:dispatch")
-	w := agentClient(t, admin, "p", "w", 1)
+	planner, w := plannerAndWorker(t, admin, "p", 1)
 
 	// A long poll that ends empty after 1.5 s answers null, not a cut connection.
 	start := time.Now()
@@ -188,8 +187,7 @@ func TestServeMaxPageBytes(t *testing.T) {
 	dir := t.TempDir()
 	base, _ := startEngine(t, dir, "127.0.0.1:0", "--max-page-bytes", "64KiB", "--reap-interval", "0")
 	admin := adminClient(t, base, dir)
-	planner := agentClient(t, admin, "p", "planner", 0, "turns:dispatch")
-	agentClient(t, admin, "p", "w", 1)
+	planner, _ := plannerAndWorker(t, admin, "p", 1)
 	text := strings.Repeat("x", 30<<10)
 	for i := range 4 {
 		planner.call("POST", "/v3r1/projects/p/turns:dispatch", map[string]any{"requested_by": agentRef("p", "planner"), "target_agent": agentRef("p", "w"),

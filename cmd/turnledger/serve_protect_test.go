@@ -107,6 +107,13 @@ func (h *heldRequest) finish(t *testing.T) int {
 	return resp.StatusCode
 }
 
+// plannerAndWorker registers in project a "planner" that may dispatch and
+// a worker "w" of the capacity given, and returns their clients.
+func plannerAndWorker(t *testing.T, admin client, project string, capacity int) (planner, worker client) {
+	t.Helper()
+	return agentClient(t, admin, project, "planner", 0, "turns:dispatch"), agentClient(t, admin, project, "w", capacity)
+}
+
 func dispatchOf(project, from, to, key string) map[string]any {
 	return map[string]any{"requested_by": agentRef(project, from), "target_agent": agentRef(project, to),
 		"input": map[string]any{"k": key}, "turn_kind": "k", "dispatch_key": key,
@@ -129,10 +136,8 @@ func TestServeShedsBeyondTheProjectBound(t *testing.T) {
 	dir := t.TempDir()
 	base, _ := startEngine(t, dir, "127.0.0.1:0", "--max-project-in-flight", "2", "--reap-interval", "0")
 	admin := adminClient(t, base, dir)
-	p1 := agentClient(t, admin, "p1", "planner", 0, "turns:dispatch")
-	agentClient(t, admin, "p1", "w", 4)
-	p2 := agentClient(t, admin, "p2", "planner", 0, "turns:dispatch")
-	agentClient(t, admin, "p2", "w", 4)
+	p1, _ := plannerAndWorker(t, admin, "p1", 4)
+	p2, _ := plannerAndWorker(t, admin, "p2", 4)
 
 	held := []*heldRequest{
 		holdRequest(t, p1, "POST", "/v3r1/projects/p1/turns:dispatch", dispatchOf("p1", "planner", "w", "held-1")),
@@ -176,10 +181,8 @@ func TestServeShedsBeyondTheInstanceBound(t *testing.T) {
 	dir := t.TempDir()
 	base, _ := startEngine(t, dir, "127.0.0.1:0", "--max-in-flight", "2", "--reap-interval", "0")
 	admin := adminClient(t, base, dir)
-	p1 := agentClient(t, admin, "p1", "planner", 0, "turns:dispatch")
-	agentClient(t, admin, "p1", "w", 4)
-	p2 := agentClient(t, admin, "p2", "planner", 0, "turns:dispatch")
-	agentClient(t, admin, "p2", "w", 4)
+	p1, _ := plannerAndWorker(t, admin, "p1", 4)
+	p2, _ := plannerAndWorker(t, admin, "p2", 4)
 
 	held := []*heldRequest{
 		holdRequest(t, p1, "POST", "/v3r1/projects/p1/turns:dispatch", dispatchOf("p1", "planner", "w", "held-1")),
@@ -215,8 +218,7 @@ func TestServeShedsABurst(t *testing.T) {
 	dir := t.TempDir()
 	base, _ := startEngine(t, dir, "127.0.0.1:0", "--max-project-in-flight", "1", "--reap-interval", "0")
 	admin := adminClient(t, base, dir)
-	p1 := agentClient(t, admin, "p1", "planner", 0, "turns:dispatch")
-	agentClient(t, admin, "p1", "w", 4)
+	p1, _ := plannerAndWorker(t, admin, "p1", 4)
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	const n = 40
 	answers := make([]answer, n)
