@@ -275,30 +275,12 @@ func TestFeedPagesAreBoundInBytes(t *testing.T) {
 		e.must(w, "POST", "/v3r1/projects/p1/turns/"+tv.TurnID+"/semantic-records",
 			map[string]any{"claim": c.Claim, "role": "note", "payload": map[string]any{"i": i, "text": big}}, 200)
 	}
+	items, pages := allPagesOf[struct {
+		LedgerSeq uint64 `json:"ledger_seq"`
+	}](t, e, "feed", "/v3r1/projects/p1/turns/"+tv.TurnID+"/feed")
 	var seen []uint64
-	after, pages := uint64(0), 0
-	for {
-		var p struct {
-			Items []struct {
-				LedgerSeq uint64 `json:"ledger_seq"`
-				Type      string `json:"type"`
-			} `json:"items"`
-			Next    uint64 `json:"next_after_ledger_seq"`
-			HasMore bool   `json:"has_more"`
-		}
-		r := e.must(asAdmin, "GET", fmt.Sprintf("/v3r1/projects/p1/turns/%s/feed?limit=500&after_ledger_seq=%d", tv.TurnID, after), nil, 200)
-		if len(r.body) > 5<<20 {
-			t.Fatalf("feed page of %d bytes, want at most about 4 MiB", len(r.body))
-		}
-		r.decode(t, &p)
-		pages++
-		for _, it := range p.Items {
-			seen = append(seen, it.LedgerSeq)
-		}
-		after = p.Next
-		if !p.HasMore {
-			break
-		}
+	for _, it := range items {
+		seen = append(seen, it.LedgerSeq)
 	}
 	if pages < 2 || len(seen) != records+2 { // dispatched, claimed, the records
 		t.Errorf("read %d items in %d pages, want %d items in at least 2 pages", len(seen), pages, records+2)
@@ -325,29 +307,12 @@ func TestTurnListPagesAreBoundInBytes(t *testing.T) {
 		e.must(planner, "POST", "/v3r1/projects/p1/turns:dispatch", dispatchBody("p1", "planner", "w", fmt.Sprintf("big-%d", i), map[string]any{"text": big}), 200).decode(t, &tv)
 		want = append(want, tv.TurnID)
 	}
+	items, pages := allPagesOf[struct {
+		TurnID string `json:"turn_id"`
+	}](t, e, "Turn list", "/v3r1/projects/p1/projection/turns")
 	var got []string
-	after, pages := uint64(0), 0
-	for pages < 100 {
-		var p struct {
-			Items []struct {
-				TurnID string `json:"turn_id"`
-			} `json:"items"`
-			Next    uint64 `json:"next_after_ledger_seq"`
-			HasMore bool   `json:"has_more"`
-		}
-		r := e.must(asAdmin, "GET", fmt.Sprintf("/v3r1/projects/p1/projection/turns?limit=500&after_ledger_seq=%d", after), nil, 200)
-		if len(r.body) > 5<<20 {
-			t.Fatalf("Turn list page of %d bytes, want at most about 4 MiB", len(r.body))
-		}
-		r.decode(t, &p)
-		pages++
-		for _, it := range p.Items {
-			got = append(got, it.TurnID)
-		}
-		after = p.Next
-		if !p.HasMore {
-			break
-		}
+	for _, it := range items {
+		got = append(got, it.TurnID)
 	}
 	if pages < 2 {
 		t.Errorf("listed %d Turns of 200 KiB in %d page(s), want at least 2", len(got), pages)
@@ -355,4 +320,32 @@ func TestTurnListPagesAreBoundInBytes(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Turns listed through the pages (-want +got):\n%s", diff)
 	}
+}
+
+// allPagesOf reads every page of limit 500 of the list at path, following
+// after_ledger_seq until has_more is false (at most 100 pages), as the
+// admin. Each page must stay under about 4 MiB (what names the list in the
+// failure).
+func allPagesOf[T any](t *testing.T, e *env, what, path string) (items []T, pages int) {
+	t.Helper()
+	after := uint64(0)
+	for pages < 100 {
+		var p struct {
+			Items   []T    `json:"items"`
+			Next    uint64 `json:"next_after_ledger_seq"`
+			HasMore bool   `json:"has_more"`
+		}
+		r := e.must(asAdmin, "GET", fmt.Sprintf("%s?limit=500&after_ledger_seq=%d", path, after), nil, 200)
+		if len(r.body) > 5<<20 {
+			t.Fatalf("%s page of %d bytes, want at most about 4 MiB", what, len(r.body))
+		}
+		r.decode(t, &p)
+		pages++
+		items = append(items, p.Items...)
+		after = p.Next
+		if !p.HasMore {
+			break
+		}
+	}
+	return items, pages
 }
