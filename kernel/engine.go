@@ -458,10 +458,12 @@ func (e *Engine) newTurnID() (string, error) { return e.drawID("turn_", 6) }
 // returns them in hex after prefix.
 func (e *Engine) drawID(prefix string, timeBytes int) (string, error) {
 	var b [16]byte
-	ms := uint64(e.cfg.Now().UnixMilli())
-	for i := timeBytes - 1; i >= 0; i-- {
-		b[i] = byte(ms)
-		ms >>= 8
+	if timeBytes > 0 {
+		ms := uint64(e.cfg.Now().UnixMilli())
+		for i := timeBytes - 1; i >= 0; i-- {
+			b[i] = byte(ms)
+			ms >>= 8
+		}
 	}
 	if _, err := io.ReadFull(e.cfg.Rand, b[timeBytes:]); err != nil {
 		return "", fmt.Errorf("kernel: draw id: %w", err)
