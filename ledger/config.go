@@ -56,13 +56,12 @@ type Config struct {
 	// BatchSize is the most events Follow and ReadAll hand to fn at once.
 	// Default 1000.
 	BatchSize int
-	// FollowLinger is how long Follow may wait, after the events that are
-	// ready, for the events of appends this Store has in flight before it
-	// hands the batch over: a projector under load then folds and commits
-	// fewer, larger batches (group commit). It waits only while an append
-	// of this Store is unanswered, and stops as soon as none is, so a lone
-	// client waits for nothing. 0 hands over what is ready at once.
-	// Default 500µs (measured in the README's Speed section).
+	// FollowLinger is how long Follow, having handed over every event it
+	// holds, waits for the event of an append this Store has in flight
+	// before it tells fn it has caught up (an empty batch: the projector
+	// commits then, or once its commit interval has passed). With none in
+	// flight it tells fn at once, so a lone client waits for nothing. 0
+	// tells fn whenever nothing is ready. Default 500µs.
 	FollowLinger time.Duration
 	// StreamConflictRetries bounds the internal retries of Append in
 	// ExpectStream mode when another project moved the stream head. Default 64.

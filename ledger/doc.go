@@ -128,10 +128,11 @@
 // cost) and hands them to fn in order. Two things make Follow cheaper for the
 // projector of the process that appends: an event this Store appended is
 // handed over as the engine decided it (found by the message's Tl-Nonce), not
-// decoded again; and while one of this Store's appends is unanswered and its
-// event not received, Follow waits up to Config.FollowLinger (500µs) for
-// more before it hands a batch over, so a busy project's events are folded
-// and committed in fewer, larger transactions.
+// decoded again; and Follow tells fn when it has caught up (an empty batch)
+// only once none of this Store's appends is unanswered with its event not
+// received (or Config.FollowLinger, 500µs, has passed waiting for it), so
+// the projector of a busy project commits many events at a time while a
+// lone client's read waits for nothing.
 //
 // A read's consumer is what the client's ordered consumer would make (in
 // memory, one replica, no acks), but made by the Store with a short bound

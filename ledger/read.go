@@ -109,7 +109,10 @@ func (s *Store) ReadAll(ctx context.Context, after uint64, fn func(batch []kerne
 // after+1 on, in batches of as many as are ready up to Config.BatchSize, and
 // keeps following new events until ctx is done; it then returns ctx.Err(). If
 // fn returns an error, Follow stops and returns it. fn runs on the calling
-// goroutine, one batch at a time, and may keep the batch.
+// goroutine, one batch at a time, and may keep the batch. Follow calls fn
+// with an empty batch when it has caught up: it has handed over every event
+// it holds, and no append of this Store is on its way (or none came within
+// Config.FollowLinger).
 func (s *Store) Follow(ctx context.Context, after uint64, fn func(batch []kernel.Recorded) error) error {
 	return s.consume(ctx, "", after, 0, 0, fn)
 }
@@ -288,9 +291,41 @@ func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uin
 	closed := cc.Closed()
 
 	last := after
+	// owed: fn has events and has not been told since that Follow caught up
+	// (Follow only: until == 0).
+	owed := false
+	var idle *time.Timer
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
 	for {
 		var raws []raw
+		var idleC <-chan time.Time
+		if owed && len(queue) == 0 {
+			if d := s.cfg.FollowLinger; d <= 0 || !s.sent.waiting() {
+				if err := fn(nil); err != nil {
+					return last, err
+				}
+				owed = false
+			} else if idle == nil {
+				idle = time.NewTimer(d)
+				idleC = idle.C
+			} else {
+				idle.Reset(d)
+				idleC = idle.C
+			}
+		}
 		select {
+		case <-idleC:
+			// An append of this Store is unanswered and its event has not
+			// come: no longer worth waiting for.
+			if err := fn(nil); err != nil {
+				return last, err
+			}
+			owed = false
+			continue
 		case <-ctx.Done():
 			return last, ctx.Err()
 		case <-lost:
@@ -320,9 +355,6 @@ func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uin
 				break drain
 			}
 		}
-		if until == 0 && len(raws) < size {
-			raws = s.linger(ctx, queue, raws, size)
-		}
 		// A message that cannot be decoded ends the read after the good
 		// ones before it.
 		batch, bad := s.decodeAll(raws)
@@ -331,6 +363,7 @@ func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uin
 				return last, err
 			}
 			last = batch[len(batch)-1].Seq
+			owed = until == 0
 		}
 		if bad != nil {
 			return last, bad
@@ -341,38 +374,11 @@ func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uin
 	}
 }
 
-// linger adds to raws the messages that arrive while an append of this
-// Store is unanswered and its event not received yet, until raws holds size
-// of them or Config.FollowLinger has passed. The events of a busy project
-// then reach the projector in batches a few times larger, each folded and
-// committed once (a lifecycle bench with 64 agents: from about 4 events a
-// commit to about 9). A lone client's event is not held: its append is the
-// only one, and its event is the one received. Appends of other processes
-// are not seen; their events are handed over as they come.
-func (s *Store) linger(ctx context.Context, queue <-chan raw, raws []raw, size int) []raw {
-	d := s.cfg.FollowLinger
-	if d <= 0 || !s.sent.waiting() {
-		return raws
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for len(raws) < size && s.sent.waiting() {
-		select {
-		case r := <-queue:
-			raws = append(raws, r)
-		case <-t.C:
-			return raws
-		case <-ctx.Done():
-			return raws
-		}
-	}
-	return raws
-}
-
 // sent holds, by nonce, the events this Store appended that Follow has not
 // received yet: Follow takes an event from here instead of decoding its
 // message again (the event as the engine decided it; nothing changes an
-// event once appended), and lingers while one of them is unanswered. An
+// event once appended), and does not tell fn it caught up while one of them
+// is unanswered (Config.FollowLinger). An
 // append that failed is removed. Without a Follow to take them the answered
 // ones would pile up: past maxSent they are dropped, and Follow decodes.
 type sent struct {

@@ -12,15 +12,15 @@ import (
 	"github.com/turnledger/turnledger/kernel"
 )
 
-// Follow waits for the events of appends still unanswered before it hands a
-// batch over (group commit), and hands a lone event over at once when no
-// append is in flight, however long the linger.
-func TestFollowLingersOnlyWhileAppendsAreInFlight(t *testing.T) {
+// Follow hands events over as they come, and tells fn it has caught up (an
+// empty batch, on which the projector commits) once it has handed over
+// every event it holds and no append of its own Store is on its way: at
+// once when none is, after Config.FollowLinger when one stays unanswered.
+func TestFollowTellsWhenCaughtUp(t *testing.T) {
 	srv := natstest.Start(t)
 	cfg := DefaultConfig()
 	cfg.Storage = MemoryStorage
-	cfg.BatchSize = 3
-	cfg.FollowLinger = time.Second // the test would take a second per batch if it lingered for nothing
+	cfg.FollowLinger = time.Second
 	s := openOn(t, srv, cfg)
 	appendOne := func(last uint64) uint64 {
 		t.Helper()
@@ -30,7 +30,11 @@ func TestFollowLingersOnlyWhileAppendsAreInFlight(t *testing.T) {
 		}
 		return seq
 	}
-	batches := make(chan []uint64, 10)
+	type delivery struct {
+		seqs []uint64
+		at   time.Time
+	}
+	batches := make(chan delivery, 10)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
 	go func() {
@@ -39,7 +43,7 @@ func TestFollowLingersOnlyWhileAppendsAreInFlight(t *testing.T) {
 			for _, r := range batch {
 				seqs = append(seqs, r.Seq)
 			}
-			batches <- seqs
+			batches <- delivery{seqs, time.Now()}
 			return nil
 		})
 	}()
@@ -47,40 +51,72 @@ func TestFollowLingersOnlyWhileAppendsAreInFlight(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	next := func() []uint64 {
+	next := func() delivery {
 		t.Helper()
 		select {
-		case b := <-batches:
-			return b
+		case d := <-batches:
+			return d
 		case <-time.After(10 * time.Second):
-			t.Fatal("no batch handed over in 10 s")
-			return nil
+			t.Fatal("nothing handed over in 10 s")
+			return delivery{}
+		}
+	}
+	// events reads batches up to ledger_seq last; none may be empty.
+	events := func(last uint64) delivery {
+		t.Helper()
+		var got []uint64
+		for {
+			d := next()
+			if len(d.seqs) == 0 {
+				t.Fatalf("an empty batch after ledger_seq %v, before %d was handed over", got, last)
+			}
+			got = append(got, d.seqs...)
+			if got[len(got)-1] >= last {
+				if want := seqsUpTo(got[0], last); !cmp.Equal(got, want) {
+					t.Errorf("handed over ledger_seq %v, want %v", got, want)
+				}
+				return d
+			}
 		}
 	}
 
-	// An append of this Store stays unanswered, its event not received
-	// (as under load, where one always is), while three events are written
-	// one after another: Follow holds the first until the batch is full.
+	// An append of this Store stays unanswered, its event not received (as
+	// under load, where one always is): after the events written meanwhile,
+	// Follow waits the linger for it before it tells fn it caught up.
 	s.sent.add("an append still unanswered", kernel.Event{})
 	last := uint64(0)
 	for range 3 {
 		last = appendOne(last)
 	}
-	if got := next(); len(got) != 3 {
-		t.Errorf("batch while an append was in flight = ledger_seq %v, want the 3 events in one", got)
+	lastAt := events(last).at
+	d := next()
+	if len(d.seqs) != 0 {
+		t.Fatalf("after the events, a batch of %v, want an empty one", d.seqs)
 	}
-	// Nothing else in flight: a lone event is handed over before the
-	// linger could end (its own append may still be unanswered when it
-	// arrives).
+	if waited := d.at.Sub(lastAt); waited < cfg.FollowLinger*9/10 {
+		t.Errorf("caught up %v after the last event while an append was unanswered, want about the linger (%v)", waited, cfg.FollowLinger)
+	}
+
+	// Nothing else in flight: a lone event is handed over, and Follow
+	// tells it caught up at once, not after the linger.
 	s.sent.answered("an append still unanswered", false)
 	start := time.Now()
 	last = appendOne(last)
-	if got := next(); len(got) != 1 || got[0] != last {
-		t.Errorf("batch of a lone append = ledger_seq %v, want [%d]", got, last)
+	events(last)
+	if d := next(); len(d.seqs) != 0 {
+		t.Fatalf("after a lone event, a batch of %v, want an empty one", d.seqs)
 	}
 	if waited := time.Since(start); waited >= cfg.FollowLinger {
-		t.Errorf("a lone event was handed over after %v, the whole linger", waited)
+		t.Errorf("caught up %v after a lone append, the whole linger", waited)
 	}
+}
+
+func seqsUpTo(first, last uint64) []uint64 {
+	var out []uint64
+	for q := first; q <= last; q++ {
+		out = append(out, q)
+	}
+	return out
 }
 
 // Follow hands over the events this Store appended as they were appended,

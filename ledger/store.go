@@ -55,7 +55,8 @@ type Store struct {
 
 	// sent holds the events of this Store's appends that Follow has not
 	// received yet: Follow takes them instead of decoding their messages,
-	// and lingers for those unanswered (Config.FollowLinger).
+	// and tells fn it caught up only when none is unanswered
+	// (Config.FollowLinger).
 	sent sent
 
 	mu    sync.Mutex // ExpectStream mode: serializes appends, guards heads

@@ -31,13 +31,17 @@
 //     the Source's promise, not something the store can check.
 //
 // [Store.WaitFor] returns once the checkpoint reaches a ledger_seq; it waits
-// on a channel that every Apply closes, not by polling. [Store.WaitFolded]
-// and [Store.TurnAt] return once a batch is folded, before its commit, for
+// to be woken by the commit that reaches it, not by polling. [Store.WaitFolded]
+// and [Store.TurnAt] return once an event is folded, before its commit, for
 // the answers of commands (overlay.go); recent Turn records stay decoded
-// between batches (turncache.go). A [Projector] runs a
-// [Source] from the checkpoint and applies each batch; when following fails
-// it records the error in its [Status], waits Config.RetryInterval, and
-// follows again from the checkpoint. [Rebuild] folds the ledger from
+// between transactions (turncache.go). A [Projector] runs a [Source] from the
+// checkpoint and folds each batch into a transaction it keeps open across
+// batches ([Store.Fold]): it commits when the Source has caught up (nothing
+// more is on its way) or the transaction has been open for
+// Config.CommitInterval (5 ms), so a busy ledger's events are committed many
+// at a time while an idle one's are committed at once. When following fails
+// it commits what it folded, records the error in its [Status], waits
+// Config.RetryInterval, and follows again from the checkpoint. [Rebuild] folds the ledger from
 // ledger_seq 1 up to its head into a new file (no fsync per batch, one sync at
 // the end); the caller closes the live store and swaps the file in with
 // [Install]. [Store.Dump] lets a test compare a rebuilt store with the live

@@ -19,8 +19,8 @@ type folder struct {
 	// they are encoded once, by flush, however many events of the batch
 	// change them.
 	turnCache map[string]*turnRecord
-	recent    *recentTurns        // records committed by earlier batches (turncache.go)
-	views     map[string]TurnView // the Turns flush wrote, as answers show them, by key
+	recent    *recentTurns // records committed by earlier transactions (turncache.go)
+	changed   []string     // the keys of the Turns changed since views was last called
 
 	// item is the feed item of the event being folded when it was encoded
 	// beforehand (a rebuild encodes them on other cores), else nil.
@@ -71,7 +71,6 @@ func (f *folder) turn(tk []byte) (*turnRecord, error) {
 
 // flush writes the Turn records changed in this transaction.
 func (f *folder) flush() error {
-	f.views = make(map[string]TurnView, len(f.turnCache))
 	for k, rec := range f.turnCache {
 		buf, err := json.Marshal(rec)
 		if err != nil {
@@ -80,11 +79,23 @@ func (f *folder) flush() error {
 		if err := f.tx.Bucket(bktTurns).Put([]byte(k), buf); err != nil {
 			return err
 		}
-		// The view shares nothing a later fold changes in place: its
-		// pointers are its own, and the JSON it holds is never written to.
-		f.views[k] = turnView(splitKey([]byte(k))[0], &rec.Turn) // k is key(project, Turn id)
 	}
 	return nil
+}
+
+// views returns, by key, the Turns changed since it was last called, as
+// answers show them. A view shares nothing a later fold changes in place:
+// its pointers are its own, and the JSON it holds is never written to.
+func (f *folder) views() map[string]TurnView {
+	out := make(map[string]TurnView, len(f.changed))
+	for _, k := range f.changed {
+		if _, ok := out[k]; ok {
+			continue
+		}
+		out[k] = turnView(splitKey([]byte(k))[0], &f.turnCache[k].Turn) // k is key(project, Turn id)
+	}
+	f.changed = f.changed[:0]
+	return out
 }
 
 // fold applies one event. Its data is first made the pointer its type

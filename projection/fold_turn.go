@@ -49,6 +49,7 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 	if t.Claim != nil {
 		t.Claim.TokenHash = "" // readers never need it
 	}
+	f.changed = append(f.changed, string(tk))
 	if err := f.reindexTurn(p, t, oldState, oldHolder); err != nil {
 		return err
 	}
@@ -89,7 +90,9 @@ func (f *folder) dispatched(r kernel.Recorded, t *kernel.Turn) error {
 	if err := f.reindexTurn(p, &rec.Turn, "", ""); err != nil {
 		return err
 	}
-	f.turnCache[string(key(p, id))] = rec
+	k := string(key(p, id))
+	f.turnCache[k] = rec
+	f.changed = append(f.changed, k)
 	return f.turnAgentFeeds(r, &rec.Turn)
 }
 

@@ -1,38 +1,49 @@
 package projection
 
-import "context"
+import (
+	"container/heap"
+	"context"
+)
 
 // Answering a command before its batch is on disk.
 //
 // A command's answer shows the one Turn it changed, and must show it as of
-// the command's ledger_seq (read-your-writes). The fold of a batch takes a
-// fraction of its transaction's time: most of it is the commit. So once a
-// batch is folded, and before its commit, Apply publishes the views of the
-// Turns the batch wrote and the ledger_seq folded. TurnAt answers from them.
-// The views stay published after the commit, with those of the batch
-// before, until the next batch replaces them: a command's handler often
-// wakes after its batch committed, and reading the view is cheaper than
-// decoding the row again. A Turn in neither batch is read from the file,
-// which holds it as of every earlier batch. The views are derived from the
-// ledger, which holds every event of the batch already, so answering from
-// them promises nothing the ledger does not keep: should the commit fail,
-// the views are dropped and the projector folds the same events again from
-// the checkpoint, into the same rows.
+// the command's ledger_seq (read-your-writes). Folding an event takes a
+// fraction of what committing it takes, and the projector commits many
+// events at once (Store.Fold). So once a batch is folded, before its
+// transaction commits, the views of the Turns it changed and the ledger_seq
+// folded are published; TurnAt answers from them. The views of the open
+// transaction (overlay) stay published after its commit, as before, until
+// the next commit replaces them: a command's handler often wakes after the
+// commit, and reading the view is cheaper than decoding the row again. A
+// Turn in neither is read from the file, which holds it as of every earlier
+// transaction. The views are derived from the ledger, which holds every
+// event folded already, so answering from them promises nothing the ledger
+// does not keep: should the commit fail, the views are dropped and the
+// projector folds the same events again from the checkpoint, into the same
+// rows.
 //
 // Everything else (feeds, lists, agents, a GET of any kind) waits for the
 // commit itself (WaitFor), so a client's next request sees the file.
 
-// publishFolded makes the Turn views of a batch folded up to seq readable by
-// TurnAt before the batch commits.
+// publishFolded makes the Turn views of events folded up to seq readable by
+// TurnAt before their transaction commits: views joins those of the open
+// transaction (overlay), which commit moves to before.
 func (s *Store) publishFolded(seq uint64, views map[string]TurnView) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || seq <= s.folded {
 		return
 	}
-	s.before, s.overlay, s.folded = s.overlay, views, seq
-	close(s.foldedCh)
-	s.foldedCh = make(chan struct{})
+	if s.overlay == nil {
+		s.overlay = views
+	} else {
+		for k, v := range views {
+			s.overlay[k] = v
+		}
+	}
+	s.folded = seq
+	s.foldedGate.advance(seq)
 }
 
 // TurnAt returns the snapshot of a Turn once the projections have folded
@@ -43,17 +54,21 @@ func (s *Store) TurnAt(ctx context.Context, project, turnID string, seq uint64) 
 	k := string(key(project, turnID))
 	for {
 		s.mu.Lock()
-		folded, ch, closed := s.folded, s.foldedCh, s.closed
+		folded, closed := s.folded, s.closed
 		v, ok := s.overlay[k]
 		if !ok {
 			v, ok = s.before[k]
 		}
+		var ch chan struct{}
+		if folded < seq && !closed {
+			ch = s.foldedGate.wait(seq)
+		}
 		s.mu.Unlock()
 		if folded >= seq {
 			if !ok {
-				// Changed by neither of the last two batches: the file
-				// holds the Turn as of every batch before them, seq's
-				// included.
+				// Changed neither in the open transaction nor in the last
+				// one committed: the file holds the Turn as of every
+				// transaction before them, seq's included.
 				return s.Turn(project, turnID)
 			}
 			return v, nil
@@ -75,5 +90,54 @@ func (s *Store) TurnAt(ctx context.Context, project, turnID string, seq uint64) 
 // the commit (WaitFor) of at least the project's last ledger_seq, so the
 // client's next request still reads its write.
 func (s *Store) WaitFolded(ctx context.Context, seq uint64) error {
-	return s.waitUntil(ctx, seq, func() (uint64, chan struct{}) { return s.folded, s.foldedCh })
+	return s.waitUntil(ctx, seq, &s.folded, &s.foldedGate)
+}
+
+// gate wakes each waiter once, when a mark (the checkpoint, or the
+// ledger_seq folded) reaches the ledger_seq it waits for. A channel closed
+// on every advance would wake every waiter each time: with a fold per
+// arriving event and dozens of requests waiting, that was a wake-up per
+// waiter per event. Its methods run under Store.mu.
+type gate struct{ ws waitHeap }
+
+type waiter struct {
+	seq uint64
+	ch  chan struct{}
+}
+
+// wait returns a channel closed once the mark reaches seq, or the store
+// closes.
+func (g *gate) wait(seq uint64) chan struct{} {
+	ch := make(chan struct{})
+	heap.Push(&g.ws, waiter{seq: seq, ch: ch})
+	return ch
+}
+
+// advance wakes the waiters of every ledger_seq up to mark.
+func (g *gate) advance(mark uint64) {
+	for len(g.ws) > 0 && g.ws[0].seq <= mark {
+		close(heap.Pop(&g.ws).(waiter).ch)
+	}
+}
+
+// closeAll wakes every waiter (the store closes).
+func (g *gate) closeAll() {
+	for _, w := range g.ws {
+		close(w.ch)
+	}
+	g.ws = nil
+}
+
+// waitHeap orders waiters by ledger_seq, lowest first (container/heap).
+type waitHeap []waiter
+
+func (h waitHeap) Len() int           { return len(h) }
+func (h waitHeap) Less(i, j int) bool { return h[i].seq < h[j].seq }
+func (h waitHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *waitHeap) Push(x any)        { *h = append(*h, x.(waiter)) }
+func (h *waitHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return w
 }

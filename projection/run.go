@@ -18,7 +18,9 @@ import (
 type Source interface {
 	// Follow calls fn with the events after ledger_seq after, in order, in
 	// batches, and keeps following new events until ctx ends or fn or the
-	// source fails; it returns that error.
+	// source fails; it returns that error. It calls fn with an empty batch
+	// once it has handed over every event it holds and expects no other
+	// soon: the Projector then commits what it folded (Store.Fold).
 	Follow(ctx context.Context, after uint64, fn func(batch []kernel.Recorded) error) error
 }
 
@@ -47,13 +49,18 @@ func NewProjector(store *Store, src Source) *Projector {
 	return &Projector{store: store, src: src, retry: store.cfg.RetryInterval, now: store.cfg.Now}
 }
 
-// Run follows the source from the store's checkpoint and applies each batch
-// until ctx ends, and returns ctx's error. When following fails it records
-// the error, waits the retry interval, and follows again from the
+// Run follows the source from the store's checkpoint and folds each batch
+// (Store.Fold), committing when the source has caught up (an empty batch) or
+// the transaction has been open for the commit interval, until ctx ends, and
+// returns ctx's error. When following fails it commits what it folded,
+// records the error, waits the retry interval, and follows again from the
 // checkpoint.
 func (p *Projector) Run(ctx context.Context) error {
 	apply := func(batch []kernel.Recorded) error {
-		if err := p.store.Apply(batch); err != nil {
+		if len(batch) == 0 {
+			return p.store.Commit()
+		}
+		if err := p.store.Fold(batch); err != nil {
 			return err
 		}
 		p.mu.Lock()
@@ -63,6 +70,11 @@ func (p *Projector) Run(ctx context.Context) error {
 	}
 	for {
 		err := p.src.Follow(ctx, p.store.Checkpoint(), apply)
+		// What was folded before it stopped is committed, so that the next
+		// Follow starts after it (should that fail, it starts before it).
+		if cerr := p.store.Commit(); err == nil {
+			err = cerr
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

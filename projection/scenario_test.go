@@ -190,6 +190,7 @@ func (m *memLedger) after(seq uint64, upTo uint64) ([]kernel.Recorded, chan stru
 }
 
 func (m *memLedger) Follow(ctx context.Context, after uint64, fn func([]kernel.Recorded) error) error {
+	owed := false // as the ledger does: an empty batch once caught up
 	for {
 		m.mu.Lock()
 		err := m.failNext
@@ -200,6 +201,12 @@ func (m *memLedger) Follow(ctx context.Context, after uint64, fn func([]kernel.R
 		}
 		batch, more := m.after(after, ^uint64(0))
 		if len(batch) == 0 {
+			if owed {
+				if err := fn(nil); err != nil {
+					return err
+				}
+				owed = false
+			}
 			select {
 			case <-more:
 				continue
@@ -210,7 +217,7 @@ func (m *memLedger) Follow(ctx context.Context, after uint64, fn func([]kernel.R
 		if err := fn(batch); err != nil {
 			return err
 		}
-		after = batch[len(batch)-1].Seq
+		after, owed = batch[len(batch)-1].Seq, true
 	}
 }
 

@@ -55,6 +55,12 @@ type Config struct {
 	RetryInterval time.Duration
 	// Now is the clock of a Projector's diagnostics.
 	Now func() time.Time
+	// CommitInterval is the longest a transaction of the projector stays
+	// open while events keep coming (Store.Fold): its events are answered
+	// as they are folded, and read once it commits. The projector commits
+	// sooner when the ledger has nothing more on its way. 0 commits every
+	// batch.
+	CommitInterval time.Duration
 	// MaxPageBytes bounds the stored size of the items of one page of a
 	// feed, a Turn's context or the Turn list: a page stops before the item
 	// that would take it past this many bytes, with has_more (it always
@@ -67,14 +73,19 @@ type Config struct {
 // DefaultMaxPageBytes is the default of Config.MaxPageBytes: 4 MiB.
 const DefaultMaxPageBytes = 4 << 20
 
+// DefaultCommitInterval is the default of Config.CommitInterval.
+const DefaultCommitInterval = 5 * time.Millisecond
+
 // DefaultConfig returns the defaults: presence window 60s, open timeout 5s,
-// retry interval 1s, fsync on, pages of at most DefaultMaxPageBytes.
+// retry interval 1s, fsync on, commit interval 5 ms, pages of at most
+// DefaultMaxPageBytes.
 func DefaultConfig() Config {
 	return Config{
 		PresenceWindow: 60 * time.Second,
 		OpenTimeout:    5 * time.Second,
 		RetryInterval:  time.Second,
 		Now:            time.Now,
+		CommitInterval: DefaultCommitInterval,
 		MaxPageBytes:   DefaultMaxPageBytes,
 	}
 }
@@ -94,6 +105,9 @@ func (c Config) Validate() error {
 	if c.Now == nil {
 		errs = append(errs, errors.New("projection: clock (Now) is required"))
 	}
+	if c.CommitInterval < 0 || c.CommitInterval > time.Second {
+		errs = append(errs, fmt.Errorf("projection: commit interval %v must be 0 to 1s", c.CommitInterval))
+	}
 	if c.MaxPageBytes <= 0 {
 		errs = append(errs, errors.New("projection: max page bytes must be positive"))
 	}
@@ -108,22 +122,38 @@ type Store struct {
 	db  *bolt.DB
 	cfg Config
 
-	mu          sync.Mutex
-	checkpoint  uint64
-	changed     chan struct{} // closed and replaced on every checkpoint advance
-	closed      bool
-	readFailure string // why a read found the file damaged (heal.go)
+	mu             sync.Mutex
+	checkpoint     uint64
+	checkpointGate gate // wakes the waiters of the checkpoint (WaitFor)
+	closed         bool
+	readFailure    string // why a read found the file damaged (heal.go)
 
 	// folded is the ledger_seq folded, committed or not (>= checkpoint);
-	// overlay holds the views of the Turns the last folded batch wrote, by
-	// Turn key, and before those of the batch before it; foldedCh is closed
-	// and replaced when folded advances (overlay.go).
-	folded   uint64
-	overlay  map[string]TurnView
-	before   map[string]TurnView
-	foldedCh chan struct{}
+	// overlay holds the views of the Turns the open transaction changed, by
+	// Turn key, and before those of the last transaction committed;
+	// foldedGate wakes the waiters of folded (overlay.go).
+	folded     uint64
+	overlay    map[string]TurnView
+	before     map[string]TurnView
+	foldedGate gate
+
+	// wmu serialises the writes of the fold: open is the transaction the
+	// projector folds into until its commit (nil when none).
+	wmu  sync.Mutex
+	open *openTx
 
 	beforeCommit func() error // tests: runs between publishFolded and the commit
+}
+
+// openTx is a write transaction of the fold, open across batches until its
+// commit (Store.Fold).
+type openTx struct {
+	tx     *bolt.Tx
+	f      *folder
+	cp     uint64            // the checkpoint when it began
+	last   uint64            // the last ledger_seq folded into it
+	events []kernel.Recorded // folded into it, for the watches raised at its commit
+	began  time.Time
 }
 
 // Open opens (creating when missing) the projection file at path. A file
@@ -166,20 +196,26 @@ func Open(path string, cfg Config) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("projection: open %s: %w", path, err)
 	}
-	return &Store{db: db, cfg: cfg, checkpoint: cp, changed: make(chan struct{}), folded: cp, foldedCh: make(chan struct{})}, nil
+	return &Store{db: db, cfg: cfg, checkpoint: cp, folded: cp}, nil
 }
 
 // Close closes the file and wakes every WaitFor with ErrClosed.
 func (s *Store) Close() error {
+	s.wmu.Lock()
+	// Events folded and not committed are committed: they are the ledger's.
+	// Should that fail, the next open folds them again from the checkpoint.
+	_ = s.commitLocked()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		s.wmu.Unlock()
 		return nil
 	}
 	s.closed = true
-	close(s.changed)
-	close(s.foldedCh)
+	s.checkpointGate.closeAll()
+	s.foldedGate.closeAll()
 	s.mu.Unlock()
+	s.wmu.Unlock()
 	s.notes.close()
 	if s.cfg.Boot != "" {
 		if err := s.markSynced(); err != nil {
@@ -201,24 +237,25 @@ func (s *Store) Checkpoint() uint64 {
 // or ErrClosed when the store closes first. It waits on a notification from
 // Apply, not by polling.
 func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
-	return s.waitUntil(ctx, seq, func() (uint64, chan struct{}) { return s.checkpoint, s.changed })
+	return s.waitUntil(ctx, seq, &s.checkpoint, &s.checkpointGate)
 }
 
-// waitUntil returns once the mark that at returns (under s.mu, with the
-// channel closed when it advances) is at least seq, or with ctx's error, or
-// ErrClosed when the store closes first.
-func (s *Store) waitUntil(ctx context.Context, seq uint64, at func() (uint64, chan struct{})) error {
+// waitUntil returns once *mark (read under s.mu, with g woken when it
+// advances) is at least seq, or with ctx's error, or ErrClosed when the store
+// closes first.
+func (s *Store) waitUntil(ctx context.Context, seq uint64, mark *uint64, g *gate) error {
 	for {
 		s.mu.Lock()
-		mark, ch := at()
-		closed := s.closed
-		s.mu.Unlock()
-		if mark >= seq {
+		if *mark >= seq {
+			s.mu.Unlock()
 			return nil
 		}
-		if closed {
+		if s.closed {
+			s.mu.Unlock()
 			return ErrClosed
 		}
+		ch := g.wait(seq)
+		s.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -228,17 +265,61 @@ func (s *Store) waitUntil(ctx context.Context, seq uint64, at func() (uint64, ch
 }
 
 // Apply folds a batch of events into every read model in one bbolt
-// transaction that also writes the checkpoint. Events at or below the
-// checkpoint are skipped; the rest must come in strictly increasing
-// ledger_seq order. A gap is allowed (see the package doc). On error nothing
-// of the batch is applied.
+// transaction that also writes the checkpoint, and commits it. Events at or
+// below the checkpoint are skipped; the rest must come in strictly
+// increasing ledger_seq order. A gap is allowed (see the package doc). On
+// error nothing of the batch is applied.
 func (s *Store) Apply(batch []kernel.Recorded) error { return s.apply(batch, nil) }
 
 // apply is Apply with the batch's feed items encoded beforehand (items[i]
-// for batch[i]; nil, or a nil item, when not: the fold encodes it). A panic
-// inside (a damaged page) is caught and marks the store damaged.
-func (s *Store) apply(batch []kernel.Recorded, items [][]byte) (err error) {
-	defer s.caught(&err)
+// for batch[i]; nil, or a nil item, when not: the fold encodes it).
+func (s *Store) apply(batch []kernel.Recorded, items [][]byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.foldLocked(batch, items); err != nil {
+		return err
+	}
+	return s.commitLocked()
+}
+
+// Fold is Apply for the projector: it folds the batch into the open
+// transaction (beginning one when none is), publishes the Turns it changed
+// to TurnAt and WaitFolded, and commits only once the transaction has been
+// open for Config.CommitInterval; Commit commits it sooner. A busy ledger's
+// events are so committed many at a time — a commit rewrites every page the
+// transaction dirtied, the same few pages for every event of a project —
+// while a command's answer still waits for nothing but its event's fold.
+// Reads wait for the commit (WaitFor). On error nothing folded since the
+// last commit is applied.
+func (s *Store) Fold(batch []kernel.Recorded) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.foldLocked(batch, nil); err != nil {
+		return err
+	}
+	if o := s.open; o != nil && (s.cfg.CommitInterval <= 0 || len(o.events) >= maxOpenEvents || s.cfg.Now().Sub(o.began) >= s.cfg.CommitInterval) {
+		return s.commitLocked()
+	}
+	return nil
+}
+
+// Commit commits what Fold folded and did not commit yet (nothing to do when
+// nothing is).
+func (s *Store) Commit() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.commitLocked()
+}
+
+// maxOpenEvents bounds the events one transaction of Fold holds, and so the
+// memory of its dirty pages, should the clock stand still.
+const maxOpenEvents = 4096
+
+// foldLocked folds batch into the open transaction, beginning one when none
+// is, and publishes the views of the Turns it changed (overlay.go). A panic
+// inside (a damaged page) is caught and marks the store damaged. On error the
+// open transaction is rolled back. Run under s.wmu.
+func (s *Store) foldLocked(batch []kernel.Recorded, items [][]byte) (err error) {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -248,63 +329,106 @@ func (s *Store) apply(batch []kernel.Recorded, items [][]byte) (err error) {
 	if closed {
 		return ErrClosed
 	}
-	var last uint64
-	var folded map[string]*turnRecord
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		f := newFolder(tx, &s.recent)
-		folded = f.turnCache
-		cp := getU64(f.tx.Bucket(bktMeta).Get(keyCheckpoint))
-		prev := cp
-		for i, r := range batch {
-			if items != nil {
-				f.item = items[i]
-			}
-			if r.Seq <= prev {
-				if prev == cp {
-					continue // already applied
-				}
-				return fmt.Errorf("projection: ledger_seq %d after %d: batch out of order", r.Seq, prev)
-			}
-			if err := f.fold(r); err != nil {
-				return fmt.Errorf("projection: apply ledger_seq %d (%s): %w", r.Seq, r.Event.Type, err)
-			}
-			prev = r.Seq
+	defer func() {
+		if err != nil {
+			s.abortLocked()
 		}
-		if prev == cp {
-			return nil
+	}()
+	defer s.caught(&err)
+	o := s.open
+	if o == nil {
+		tx, err := s.db.Begin(true)
+		if err != nil {
+			return fmt.Errorf("projection: begin: %w", err)
 		}
-		if err := f.flush(); err != nil {
-			return err
-		}
-		last = prev
-		if err := f.tx.Bucket(bktMeta).Put(keyCheckpoint, putU64(prev)); err != nil {
-			return err
-		}
-		s.publishFolded(prev, f.views) // answers may show the batch's Turns now (overlay.go)
-		if s.beforeCommit != nil {
-			return s.beforeCommit()
-		}
-		return nil
-	})
-	if err != nil {
-		s.mu.Lock()
-		s.overlay, s.before, s.folded = nil, nil, s.checkpoint
-		s.mu.Unlock()
-		return err // the Turn records taken from s.recent are dropped with the batch
+		o = &openTx{tx: tx, f: newFolder(tx, &s.recent), began: s.cfg.Now()}
+		o.cp = getU64(tx.Bucket(bktMeta).Get(keyCheckpoint))
+		o.last = o.cp
+		s.open = o
 	}
-	s.recent.committed(folded)
-	if last == 0 {
+	f, prev := o.f, o.last
+	defer func() { f.item = nil }()
+	for i, r := range batch {
+		if items != nil {
+			f.item = items[i]
+		}
+		if r.Seq <= prev {
+			if prev == o.cp {
+				continue // already applied
+			}
+			return fmt.Errorf("projection: ledger_seq %d after %d: batch out of order", r.Seq, prev)
+		}
+		if err := f.fold(r); err != nil {
+			return fmt.Errorf("projection: apply ledger_seq %d (%s): %w", r.Seq, r.Event.Type, err)
+		}
+		prev = r.Seq
+		o.events = append(o.events, r)
+	}
+	if prev == o.last {
 		return nil
+	}
+	o.last = prev
+	s.publishFolded(prev, f.views()) // answers may show the batch's Turns now (overlay.go)
+	return nil
+}
+
+// commitLocked writes the open transaction's Turn records and checkpoint and
+// commits it. On error it is rolled back and its answers are taken back.
+// Run under s.wmu.
+func (s *Store) commitLocked() (err error) {
+	o := s.open
+	if o == nil {
+		return nil
+	}
+	defer func() {
+		if err != nil {
+			s.abortLocked()
+		}
+	}()
+	defer s.caught(&err)
+	if o.last == o.cp {
+		s.open = nil
+		return o.tx.Rollback()
+	}
+	if err := o.f.flush(); err != nil {
+		return err
+	}
+	if err := o.tx.Bucket(bktMeta).Put(keyCheckpoint, putU64(o.last)); err != nil {
+		return err
+	}
+	if s.beforeCommit != nil {
+		if err := s.beforeCommit(); err != nil {
+			return err
+		}
+	}
+	s.open = nil
+	if err := o.tx.Commit(); err != nil { // rolled back by bbolt
+		return err
+	}
+	s.recent.committed(o.f.turnCache)
+	s.mu.Lock()
+	if o.last > s.checkpoint && !s.closed {
+		s.checkpoint = o.last
+		s.checkpointGate.advance(o.last)
+	}
+	s.before, s.overlay = s.overlay, nil
+	s.mu.Unlock()
+	s.notes.raise(s, o.events)
+	return nil
+}
+
+// abortLocked rolls the open transaction back, if one is, and takes back
+// the answers its folds published: they wait for the same events to be
+// folded again from the checkpoint. The Turn records it took from s.recent
+// are dropped with it. Run under s.wmu.
+func (s *Store) abortLocked() {
+	if o := s.open; o != nil {
+		s.open = nil
+		_ = o.tx.Rollback()
 	}
 	s.mu.Lock()
-	if last > s.checkpoint && !s.closed {
-		s.checkpoint = last
-		close(s.changed)
-		s.changed = make(chan struct{})
-	}
+	s.overlay, s.before, s.folded = nil, nil, s.checkpoint
 	s.mu.Unlock()
-	s.notes.raise(s, batch)
-	return nil
 }
 
 // Dump returns every bucket, checkpoint included, as bucket → key → value

@@ -71,6 +71,9 @@ type gatedSource struct {
 
 func (s gatedSource) Follow(ctx context.Context, after uint64, fn func([]kernel.Recorded) error) error {
 	return s.Source.Follow(ctx, after, func(batch []kernel.Recorded) error {
+		if len(batch) == 0 {
+			return fn(batch) // caught up: nothing to hold
+		}
 		if err := s.g.wait(ctx); err != nil {
 			return err
 		}

@@ -1,0 +1,185 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/turnledger/turnledger/kernel"
+)
+
+// openClocked opens a store whose clock the test moves, with a commit
+// interval of 2 ms.
+func openClocked(t *testing.T, now *time.Time) (*Store, string) {
+	t.Helper()
+	cfg := testConfig()
+	cfg.CommitInterval = 2 * time.Millisecond
+	cfg.Now = func() time.Time { return *now }
+	path := filepath.Join(t.TempDir(), "projection.db")
+	s, err := Open(path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func mustFold(t *testing.T, s *Store, batch ...kernel.Recorded) {
+	t.Helper()
+	if err := s.Fold(batch); err != nil {
+		t.Fatalf("Fold(%d events) = %v", len(batch), err)
+	}
+}
+
+// The projector's transaction stays open across batches: a batch's Turns
+// are answered (TurnAt) once it is folded, and read (Turn, WaitFor) once
+// it commits, which it does at the first fold after the commit interval, on
+// Commit (the source has caught up), or on Close. What it commits is what
+// one Apply of every event makes.
+func TestFoldCommitsAfterTheIntervalOrWhenTold(t *testing.T) {
+	l := newEvents()
+	l.register("w", "worker", 2)
+	l.register("r", "lead", 1)
+	l.dispatch("t1", "w", "r", "code")
+	l.dispatch("t2", "w", "r", "code")
+	now := t0
+	s, path := openClocked(t, &now)
+
+	mustFold(t, s, l.recs...)
+	dispatched := l.seq
+	if v, err := s.TurnAt(t.Context(), proj, "t2", dispatched); err != nil || v.State != kernel.StateQueued {
+		t.Fatalf("TurnAt(t2) once folded = state %q, %v; want queued", v.State, err)
+	}
+	if _, err := s.Turn(proj, "t1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Turn(t1) before the commit = %v, want ErrNotFound", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := s.WaitFor(ctx, dispatched); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitFor(%d) before the commit = %v, want it to wait", dispatched, err)
+	}
+
+	now = now.Add(time.Millisecond) // within the interval: still open
+	c1 := l.claim("t1", "w", "c1")
+	mustFold(t, s, c1)
+	if cp := s.Checkpoint(); cp != 0 {
+		t.Errorf("Checkpoint() 1 ms into the transaction = %d, want 0", cp)
+	}
+	if v, err := s.TurnAt(t.Context(), proj, "t1", c1.Seq); err != nil || v.State != kernel.StateClaimed {
+		t.Errorf("TurnAt(t1) = state %q, %v; want claimed", v.State, err)
+	}
+
+	now = now.Add(time.Millisecond) // the interval has passed at this fold
+	c2 := l.claim("t2", "w", "c2")
+	mustFold(t, s, c2)
+	if cp := s.Checkpoint(); cp != c2.Seq {
+		t.Fatalf("Checkpoint() after a fold 2 ms into the transaction = %d, want %d", cp, c2.Seq)
+	}
+	if v, err := s.Turn(proj, "t1"); err != nil || v.State != kernel.StateClaimed {
+		t.Errorf("Turn(t1) after the commit = state %q, %v; want claimed", v.State, err)
+	}
+
+	rec := l.record("t1", "w", "c1", 1, "note", `{"n":1}`)
+	mustFold(t, s, rec) // a new transaction, with the clock standing still
+	if cp := s.Checkpoint(); cp != c2.Seq {
+		t.Errorf("Checkpoint() after a fold in a new transaction = %d, want %d", cp, c2.Seq)
+	}
+	if err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitFor(t.Context(), rec.Seq); err != nil {
+		t.Errorf("WaitFor(%d) after Commit = %v", rec.Seq, err)
+	}
+
+	mustFold(t, s, l.finish("t1", "w", "c1", "succeeded", `{"ok":true}`, 2))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reopened, err := Open(path, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reopened.Close()
+	if cp := reopened.Checkpoint(); cp != l.seq {
+		t.Errorf("Checkpoint() after Close with a fold open = %d, want %d", cp, l.seq)
+	}
+	if diff := cmp.Diff(mustDump(t, applied(t, l)), mustDump(t, reopened)); diff != "" {
+		t.Errorf("folded over four transactions, the file differs from one Apply of every event (-Apply +Fold):\n%s", diff)
+	}
+}
+
+// A fold that fails takes back every event folded since the last commit:
+// their answers wait again, and the same events fold again from the
+// checkpoint into the same rows.
+func TestFoldFailureTakesBackTheOpenTransaction(t *testing.T) {
+	l := newEvents()
+	l.register("w", "worker", 1)
+	l.register("r", "lead", 1)
+	l.dispatch("t1", "w", "r", "code")
+	now := t0
+	s, _ := openClocked(t, &now)
+	mustFold(t, s, l.recs[:2]...)
+	if err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	mustFold(t, s, l.recs[2])
+	c := l.claim("t1", "w", "c1")
+	if err := s.Fold([]kernel.Recorded{c, l.recs[2]}); err == nil {
+		t.Fatal("Fold of a batch out of order = nil, want an error")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := s.TurnAt(ctx, proj, "t1", l.recs[2].Seq); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("TurnAt(t1) of an event folded before the failure = %v, want it to wait", err)
+	}
+	if cp := s.Checkpoint(); cp != l.recs[1].Seq {
+		t.Errorf("Checkpoint() = %d, want the last commit's %d", cp, l.recs[1].Seq)
+	}
+	mustFold(t, s, l.recs[2:]...)
+	if err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(mustDump(t, applied(t, l)), mustDump(t, s)); diff != "" {
+		t.Errorf("folded again after the failure, the file differs from one Apply (-Apply +Fold):\n%s", diff)
+	}
+}
+
+// Each waiter wakes once its own ledger_seq is folded, not before, whatever
+// the order they came in.
+func TestWaitersWakeAtTheirOwnSeq(t *testing.T) {
+	l := newEvents()
+	for _, id := range []string{"a", "b", "c", "d"} {
+		l.register(id, "worker", 1)
+	}
+	now := t0
+	s, _ := openClocked(t, &now)
+	woke := make(chan uint64, 4)
+	for _, seq := range []uint64{3, 1, 4, 2} {
+		go func() {
+			if err := s.WaitFolded(t.Context(), seq); err == nil {
+				woke <- seq
+			}
+		}()
+	}
+	for waiting := 0; waiting < 4; {
+		time.Sleep(time.Millisecond)
+		s.mu.Lock()
+		waiting = len(s.foldedGate.ws)
+		s.mu.Unlock()
+	}
+	for _, r := range l.recs {
+		mustFold(t, s, r)
+		select {
+		case got := <-woke:
+			if got != r.Seq {
+				t.Fatalf("folded up to %d, and the waiter of %d woke", r.Seq, got)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("folded up to %d, and its waiter did not wake", r.Seq)
+		}
+	}
+}
