@@ -3,12 +3,12 @@ package projection
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/kernel"
 )
 
@@ -19,13 +19,7 @@ func openClocked(t *testing.T, now *time.Time) (*Store, string) {
 	cfg := testConfig()
 	cfg.CommitInterval = 2 * time.Millisecond
 	cfg.Now = func() time.Time { return *now }
-	path := filepath.Join(t.TempDir(), "projection.db")
-	s, err := Open(path, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, path
+	return openWith(t, cfg)
 }
 
 func mustFold(t *testing.T, s *Store, batch ...kernel.Recorded) {
@@ -165,12 +159,11 @@ func TestWaitersWakeAtTheirOwnSeq(t *testing.T) {
 			}
 		}()
 	}
-	for waiting := 0; waiting < 4; {
-		time.Sleep(time.Millisecond)
+	checkfor.Until(t, 5*time.Second, "four waiters", func() bool {
 		s.mu.Lock()
-		waiting = len(s.foldedGate.ws)
-		s.mu.Unlock()
-	}
+		defer s.mu.Unlock()
+		return len(s.foldedGate.ws) == 4
+	})
 	for _, r := range l.recs {
 		mustFold(t, s, r)
 		select {

@@ -120,8 +120,14 @@ func testConfig() Config {
 // openStore opens a store in a temp dir and closes it at the end of the test.
 func openStore(t testing.TB) (*Store, string) {
 	t.Helper()
+	return openWith(t, testConfig())
+}
+
+// openWith is openStore with cfg.
+func openWith(t testing.TB, cfg Config) (*Store, string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "projection.db")
-	s, err := Open(path, testConfig())
+	s, err := Open(path, cfg)
 	if err != nil {
 		t.Fatalf("Open(%s) = %v", path, err)
 	}

@@ -2,7 +2,6 @@ package projection
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -219,11 +218,7 @@ func TestPageBytesIsConfigured(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.MaxPageBytes = 25 << 10 // two items of 10 KiB, not three
-	s, err := Open(filepath.Join(t.TempDir(), "projection.db"), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, _ := openWith(t, cfg)
 	mustApply(t, s, l.recs)
 
 	if diff := cmp.Diff([][]string{{"t0", "t1"}, {"t2", "t3"}, {"t4", "t5"}, {"huge"}}, turnPages(t, s, TurnFilter{}, MaxLimit)); diff != "" {

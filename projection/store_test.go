@@ -278,11 +278,7 @@ func TestProjectorFollowsAndRecovers(t *testing.T) {
 	cfg.RetryInterval = 10 * time.Millisecond
 	now := t0.Add(time.Hour)
 	cfg.Now = func() time.Time { return now }
-	s, err := Open(filepath.Join(t.TempDir(), "p.db"), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := openWith(t, cfg)
 	p := NewProjector(s, src)
 	ctx, cancel := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
@@ -324,11 +320,7 @@ func TestProjectorRecordsErrors(t *testing.T) {
 	cfg.RetryInterval = time.Millisecond
 	now := t0
 	cfg.Now = func() time.Time { return now }
-	s, err := Open(filepath.Join(t.TempDir(), "p.db"), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := openWith(t, cfg)
 	p := NewProjector(s, failingSource{errors.New("ledger unreachable")})
 	ctx, cancel := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
