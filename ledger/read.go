@@ -294,37 +294,31 @@ func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uin
 	// owed: fn has events and has not been told since that Follow caught up
 	// (Follow only: until == 0).
 	owed := false
-	var idle *time.Timer
-	defer func() {
-		if idle != nil {
-			idle.Stop()
-		}
-	}()
+	caughtUp := func() error {
+		owed = false
+		return fn(nil)
+	}
+	idle := time.NewTimer(0) // reset while an append of this Store is on its way
+	idle.Stop()
+	defer idle.Stop()
 	for {
 		var raws []raw
 		var idleC <-chan time.Time
 		if owed && len(queue) == 0 {
-			if d := s.cfg.FollowLinger; d <= 0 || !s.sent.waiting() {
-				if err := fn(nil); err != nil {
-					return last, err
-				}
-				owed = false
-			} else if idle == nil {
-				idle = time.NewTimer(d)
-				idleC = idle.C
-			} else {
+			if d := s.cfg.FollowLinger; d > 0 && s.sent.waiting() {
 				idle.Reset(d)
 				idleC = idle.C
+			} else if err := caughtUp(); err != nil {
+				return last, err
 			}
 		}
 		select {
 		case <-idleC:
 			// An append of this Store is unanswered and its event has not
 			// come: no longer worth waiting for.
-			if err := fn(nil); err != nil {
+			if err := caughtUp(); err != nil {
 				return last, err
 			}
-			owed = false
 			continue
 		case <-ctx.Done():
 			return last, ctx.Err()
