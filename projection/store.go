@@ -234,8 +234,8 @@ func (s *Store) Checkpoint() uint64 {
 }
 
 // WaitFor returns once the checkpoint is at least seq, or with ctx's error,
-// or ErrClosed when the store closes first. It waits on a notification from
-// Apply, not by polling.
+// or ErrClosed when the store closes first. It is woken by the commit that
+// reaches seq, not by polling.
 func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 	return s.waitUntil(ctx, seq, &s.checkpoint, &s.checkpointGate)
 }
