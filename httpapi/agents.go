@@ -258,7 +258,7 @@ func (s *Server) agentFeed(w http.ResponseWriter, c *call) error {
 			return s.store.AgentFeed(c.project, agent, a, n)
 		}, func(c *call) error { return s.authorizeRead(c, kernel.ReadAgentFeed, agent) })
 	}
-	fp, err := s.store.AgentFeed(c.project, agent, after, limit)
+	fp, err := s.store.RawFeed(projection.FeedOfAgent, c.project, agent, after, limit)
 	if err != nil {
 		return err
 	}

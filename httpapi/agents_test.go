@@ -1003,3 +1003,47 @@ func TestRevokedCredentialRefusedOnAnotherInstance(t *testing.T) {
 	wantStatus(t, "write through instance b right after a revoke through a", b.do(w, "POST", "/v3r1/projects/p1/management/agents/w:heartbeat-presence", nil), 401, "UnauthorizedError")
 	wantStatus(t, "read through instance a", a.do(w, "GET", "/v3r1/projects/p1/agents/w", nil), 401, "UnauthorizedError")
 }
+
+// TestFeedBodyIsThePageOfTheDecodedItems: a feed page's body is, byte for
+// byte, the page encoded from the items as the projections decode them
+// (the server sends the stored items as they are), for the project, Turn
+// and agent feeds, whole and in pages, with payloads that need escaping.
+func TestFeedBodyIsThePageOfTheDecodedItems(t *testing.T) {
+	e := newEnv(t)
+	req := e.register("p1", "req", 1, "turns:dispatch")
+	w := e.register("p1", "w", 2)
+	tr := e.dispatch(req, "w", "k-1")
+	c := e.claim(w)
+	e.must(w, "POST", "/v3r1/projects/p1/turns/"+tr.TurnID+"/semantic-records", map[string]any{
+		"claim": c.Claim, "role": "note", "payload": map[string]any{"html": "<b>&</b>", "sep": "\u2028", "q": `"}`}}, 200)
+	e.must(w, "POST", "/v3r1/projects/p1/turns/"+tr.TurnID+":finish", map[string]any{
+		"claim": c.Claim, "outcome": "succeeded", "final_payload": map[string]any{"list": []any{1, "<two>"}}, "final_record_role": "result", "meta": nil, "trace": nil}, 200)
+
+	for _, f := range []struct {
+		who     as
+		path    string
+		decoded func(after uint64, limit int) (projection.FeedPage, error)
+	}{
+		{asAdmin, "/v3r1/projects/p1/projection/feed", func(a uint64, n int) (projection.FeedPage, error) { return e.store.ProjectFeed("p1", a, n) }},
+		{w, "/v3r1/projects/p1/turns/" + tr.TurnID + "/feed", func(a uint64, n int) (projection.FeedPage, error) { return e.store.TurnFeed("p1", tr.TurnID, a, n) }},
+		{w, "/v3r1/projects/p1/agents/w/feed", func(a uint64, n int) (projection.FeedPage, error) { return e.store.AgentFeed("p1", "w", a, n) }},
+	} {
+		for _, q := range []struct {
+			after uint64
+			limit int
+		}{{0, 500}, {0, 2}, {3, 2}, {1 << 40, 10}} {
+			got := e.must(f.who, "GET", fmt.Sprintf("%s?after_ledger_seq=%d&limit=%d", f.path, q.after, q.limit), nil, 200).body
+			dp, err := f.decoded(q.after, q.limit)
+			if err != nil {
+				t.Fatalf("%s after %d limit %d: decoded = %v", f.path, q.after, q.limit, err)
+			}
+			want, err := json.Marshal(feedPage{ProjectID: "p1", Items: dp.Items, Limit: q.limit, Diagnostics: []any{}, NextAfterLedgerSeq: dp.NextAfterLedgerSeq, HasMore: dp.HasMore})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(want)+"\n", string(got)); diff != "" {
+				t.Errorf("GET %s after %d limit %d: body differs from the page of the decoded items (-want +got):\n%s", f.path, q.after, q.limit, diff)
+			}
+		}
+	}
+}

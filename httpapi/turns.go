@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -120,11 +122,39 @@ func (s *Server) cursor(c *call, name string) (uint64, int, error) {
 	return after, limit, err
 }
 
-func (s *Server) feed(w http.ResponseWriter, c *call, fp projection.FeedPage, limit int) error {
-	pg := s.page(c, fp.Items, limit)
+// feed answers a page of a feed from its items as stored
+// (projection.RawFeed): the page is encoded with no items, and the items are
+// sent between its brackets as they are, instead of each decoded and
+// encoded again. The body is the same, byte for byte, as page's encoding of
+// the decoded items (TestFeedBodyIsThePageOfTheDecodedItems).
+func (s *Server) feed(w http.ResponseWriter, c *call, fp projection.RawFeedPage, limit int) error {
+	pg := s.page(c, json.RawMessage("[]"), limit)
 	pg.NextAfterLedgerSeq, pg.HasMore = &fp.NextAfterLedgerSeq, &fp.HasMore
-	return s.ok(w, pg)
+	env, err := json.Marshal(pg)
+	if err != nil {
+		return err
+	}
+	id, err := json.Marshal(pg.ProjectID)
+	if err != nil {
+		return err
+	}
+	at := len(`{"project_id":`) + len(id) + len(`,"items":[`) // just after the items' '['
+	if at+1 > len(env) || string(env[at-len(`"items":[`):at+1]) != `"items":[]` {
+		return fmt.Errorf("httpapi: feed page: items not where expected in %.80q", env)
+	}
+	parts := make([][]byte, 0, 2*len(fp.Items)+3)
+	parts = append(parts, env[:at])
+	for i, it := range fp.Items {
+		if i > 0 {
+			parts = append(parts, comma)
+		}
+		parts = append(parts, it)
+	}
+	jsonhttp.WriteBody(w, http.StatusOK, append(parts, env[at:], newline)...)
+	return nil
 }
+
+var comma, newline = []byte{','}, []byte{'\n'}
 
 func (s *Server) turnFeed(w http.ResponseWriter, c *call) error {
 	after, limit, err := s.cursor(c, "after_ledger_seq")
@@ -140,7 +170,7 @@ func (s *Server) turnFeed(w http.ResponseWriter, c *call) error {
 			return s.store.TurnFeed(c.project, id, a, n)
 		}, func(c *call) error { _, err := s.readableTurn(c); return err })
 	}
-	fp, err := s.store.TurnFeed(c.project, id, after, limit)
+	fp, err := s.store.RawFeed(projection.FeedOfTurn, c.project, id, after, limit)
 	if err != nil {
 		return err
 	}
@@ -440,7 +470,7 @@ func (s *Server) projectFeed(w http.ResponseWriter, c *call) error {
 			return s.store.ProjectFeed(c.project, a, n)
 		}, func(c *call) error { return s.authorizeRead(c, kernel.ReadProjectWide, "") })
 	}
-	fp, err := s.store.ProjectFeed(c.project, after, limit)
+	fp, err := s.store.RawFeed(projection.FeedOfProject, c.project, "", after, limit)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -258,13 +259,13 @@ func lineageItem(v TurnView, rel string) LineageItem {
 // ProjectFeed returns the events of a project after ledger_seq after, at
 // most limit of them.
 func (s *Store) ProjectFeed(project string, after uint64, limit int) (FeedPage, error) {
-	return s.feedPage(nil, nil, project, after, limit)
+	return s.decodedFeed(FeedOfProject, project, "", after, limit)
 }
 
 // TurnFeed returns the events of one Turn after ledger_seq after.
 // ErrNotFound when the Turn is unknown.
 func (s *Store) TurnFeed(project, turnID string, after uint64, limit int) (FeedPage, error) {
-	return s.feedPage(bktTurnFeed, bktTurns, project, after, limit, turnID)
+	return s.decodedFeed(FeedOfTurn, project, turnID, after, limit)
 }
 
 // AgentFeed returns the events that concern an agent after ledger_seq after:
@@ -272,18 +273,94 @@ func (s *Store) TurnFeed(project, turnID string, after uint64, limit int) (FeedP
 // Turns it is the target or the requester of. ErrNotFound when the agent is
 // not registered.
 func (s *Store) AgentFeed(project, agentID string, after uint64, limit int) (FeedPage, error) {
-	return s.feedPage(bktAgentFeed, bktAgents, project, after, limit, agentID)
+	return s.decodedFeed(FeedOfAgent, project, agentID, after, limit)
 }
 
-// feedPage reads a page of the project feed (index nil) or of an index whose
-// keys are (project, id, ledger_seq); owner is the bucket where id must exist.
-func (s *Store) feedPage(index, owner []byte, project string, after uint64, limit int, id ...string) (FeedPage, error) {
-	limit = clampLimit(limit)
-	page := FeedPage{Items: []FeedItem{}, NextAfterLedgerSeq: after}
-	parts := append([]string{project}, id...)
-	prefix := key(parts...)
+// FeedKind names one of the three feeds: a project's, a Turn's, an agent's.
+type FeedKind int
+
+const (
+	FeedOfProject FeedKind = iota // every event of the project (id unused)
+	FeedOfTurn                    // the events of the Turn id
+	FeedOfAgent                   // the events that concern the agent id
+)
+
+// RawFeedPage is a page of a feed with its items as stored: each the JSON
+// of a FeedItem, byte for byte what json.Marshal gives for the item the
+// feed methods decode (TestRawFeedIsTheEncodedFeed). A page served over
+// HTTP is written from it without decoding and encoding every item again.
+type RawFeedPage struct {
+	Items              []json.RawMessage
+	NextAfterLedgerSeq uint64
+	HasMore            bool
+}
+
+// feedItemStart is how every stored feed item begins (json.Marshal of a
+// FeedItem, whose first field is LedgerSeq).
+var feedItemStart = []byte(`{"ledger_seq":`)
+
+// RawFeed is ProjectFeed, TurnFeed or AgentFeed (kind, with id the Turn or
+// the agent) with the items left as stored. The items share one buffer of
+// their own (never the file's pages).
+func (s *Store) RawFeed(kind FeedKind, project, id string, after uint64, limit int) (RawFeedPage, error) {
+	page := RawFeedPage{Items: []json.RawMessage{}}
+	var buf []byte
+	ends := make([]int, 0, clampLimit(limit))
+	next, more, err := s.scanFeed(kind, project, id, after, limit, func(seq uint64, v []byte) error {
+		// The shape of every stored item (feedItem), checked for the price
+		// of a look at both ends: what is not one is never sent on.
+		if !bytes.HasPrefix(v, feedItemStart) || v[len(v)-1] != '}' {
+			return fmt.Errorf("projection: the stored feed item at ledger_seq %d is not a feed item", seq)
+		}
+		if buf == nil { // room for a page of items of this one's size
+			buf = make([]byte, 0, min(len(v)*clampLimit(limit), s.cfg.MaxPageBytes+len(v)))
+		}
+		buf = append(buf, v...)
+		ends = append(ends, len(buf))
+		return nil
+	})
+	page.Items = make([]json.RawMessage, 0, len(ends))
+	for i, end := range ends {
+		begin := 0
+		if i > 0 {
+			begin = ends[i-1]
+		}
+		page.Items = append(page.Items, buf[begin:end:end])
+	}
+	page.NextAfterLedgerSeq, page.HasMore = next, more
+	return page, err
+}
+
+func (s *Store) decodedFeed(kind FeedKind, project, id string, after uint64, limit int) (FeedPage, error) {
+	page := FeedPage{Items: []FeedItem{}}
 	var dec feedDecoder
-	err := s.view(func(tx *bolt.Tx) error {
+	next, more, err := s.scanFeed(kind, project, id, after, limit, func(_ uint64, v []byte) error {
+		page.Items = append(page.Items, FeedItem{})
+		return dec.decode(v, &page.Items[len(page.Items)-1])
+	})
+	page.NextAfterLedgerSeq, page.HasMore = next, more
+	return page, err
+}
+
+// scanFeed calls add with the stored items of a page of a feed and their
+// ledger_seq, in order, within one read transaction (v is valid only during
+// the call), and returns the page's cursor and whether items follow. The
+// project feed is the bucket feed; a Turn's and an agent's are indexes whose
+// keys are (project, id, ledger_seq), and id must exist in the Turns or the
+// agents.
+func (s *Store) scanFeed(kind FeedKind, project, id string, after uint64, limit int, add func(seq uint64, v []byte) error) (next uint64, more bool, err error) {
+	var index, owner []byte
+	parts := []string{project}
+	switch kind {
+	case FeedOfTurn:
+		index, owner, parts = bktTurnFeed, bktTurns, append(parts, id)
+	case FeedOfAgent:
+		index, owner, parts = bktAgentFeed, bktAgents, append(parts, id)
+	}
+	limit = clampLimit(limit)
+	next = after
+	prefix := key(parts...)
+	err = s.view(func(tx *bolt.Tx) error {
 		feed := tx.Bucket(bktFeed)
 		if owner != nil && tx.Bucket(owner).Get(prefix) == nil {
 			return ErrNotFound
@@ -299,9 +376,10 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 		}
 		pk := len(fk)
 		budget := s.pageBudget()
+		n := 0
 		for k, v := c.Seek(seqKey(after+1, parts...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if len(page.Items) == limit {
-				page.HasMore = true
+			if n == limit {
+				more = true
 				break
 			}
 			seq := tailSeq(k)
@@ -310,18 +388,18 @@ func (s *Store) feedPage(index, owner []byte, project string, after uint64, limi
 				v = feed.Get(fk)
 			}
 			if budget.full(len(v)) {
-				page.HasMore = true
+				more = true
 				break
 			}
-			page.Items = append(page.Items, FeedItem{})
-			if err := dec.decode(v, &page.Items[len(page.Items)-1]); err != nil {
+			if err := add(seq, v); err != nil {
 				return err
 			}
-			page.NextAfterLedgerSeq = seq
+			n++
+			next = seq
 		}
 		return nil
 	})
-	return page, err
+	return next, more, err
 }
 
 // agentReader reads agents and their derived fields in one transaction.

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 )
 
 // ErrorBody is the body of every handled error response.
@@ -29,10 +30,28 @@ func Write(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b, _ = json.Marshal(ErrorBody{Error: "InternalError", Message: "internal error"})
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	WriteBody(w, status, b, newline)
+}
+
+var newline = []byte{'\n'}
+
+// WriteBody sends JSON already encoded, the concatenation of parts, with
+// the status and the headers Write sends, and its Content-Length: a large
+// body goes out in one piece, not chunked, without being copied into one
+// buffer first.
+func WriteBody(w http.ResponseWriter, status int, parts ...[]byte) {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	for _, p := range parts {
+		w.Write(p)
+	}
 }
 
 // WriteError sends the error body with the given status.
