@@ -46,6 +46,7 @@ type benchConfig struct {
 	Factor       float64 // overload: the open loop's multiple of the measured capacity
 	Data         string
 	JSON         bool
+	NetHTTP      bool        // lifecycle: the workers send through net/http's Client, not a conn each
 	Sync         ledger.Sync // durability of the in-process serve's embedded NATS (--sync)
 	ProjSync     string      // the in-process serve's --projection-sync
 	CPUProfile   string      // a pprof CPU profile of the whole run, server and load generator
@@ -62,10 +63,12 @@ JetStream publish with the per-project expectation, in sequence).
 Scenarios (--scenario):
   lifecycle  --agents workers and --requesters requesters over --projects
              projects drive whole Turns (dispatch, claim, one record, finish)
-             over HTTP for --duration: closed loop (each worker waits for its
-             answer), or open loop at --rate Turns/s. Prints Turns/s,
-             commands/s, their ratio to the append rate, p50/p95/p99 per
-             command kind, projection lag, RSS and CPU.
+             over HTTP for --duration, each worker on a keep-alive
+             connection of its own (--net-http: through net/http's Client):
+             closed loop (each worker waits for its answer), or open loop at
+             --rate Turns/s. Prints Turns/s, commands/s, their ratio to the
+             append rate, p50/p95/p99 per command kind, projection lag, RSS
+             and CPU.
   feed       feed page of 100 p50/p99 at the end of a ledger of --events.
   replay     events/s and peak RSS of 'turnledger replay' at --events.
   start      time from process start to /readyz 200, and RSS when ready, on a
@@ -111,6 +114,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&cfg.Factor, "factor", 3, "overload: the open loop's rate as a multiple of the capacity measured in the same run")
 	fs.StringVar(&cfg.Data, "data", "", "feed, replay, start: data directory to make the ledger in (default: a temporary one); an existing one with at least --events is reused")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the result as JSON")
+	fs.BoolVar(&cfg.NetHTTP, "net-http", false, "lifecycle: workers send their commands through net/http's Client (the load generator before round 4 of the Speed section) instead of a keep-alive connection each")
 	fs.Func("sync", "lifecycle without --url: the in-process serve's --sync, always (the default, as serve) or interval", syncFlag(&cfg.Sync))
 	fs.Func("projection-sync", "lifecycle without --url: the in-process serve's --projection-sync, close (the default, as serve) or commit", projectionSyncFlag(&cfg.ProjSync))
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the run (server and load generator) to this file, for go tool pprof")
@@ -228,6 +232,7 @@ type benchResult struct {
 	// lifecycle
 	Agents       int                     `json:"agents,omitempty"`
 	Projects     int                     `json:"projects,omitempty"`
+	Client       string                  `json:"client,omitempty"` // how the workers send: "conn" (one connection each) or "net/http"
 	Seconds      float64                 `json:"seconds,omitempty"`
 	Turns        int64                   `json:"turns,omitempty"`
 	TurnsPerSec  float64                 `json:"turns_per_second,omitempty"`
@@ -274,7 +279,7 @@ func (r *benchResult) print(w io.Writer) {
 	}
 	switch r.Scenario {
 	case "lifecycle":
-		fmt.Fprintf(w, "%d agents over %d project(s), %.1f s: %d Turns, %.0f Turns/s, %.0f commands/s", r.Agents, r.Projects, r.Seconds, r.Turns, r.TurnsPerSec, r.CmdsPerSec)
+		fmt.Fprintf(w, "%d agents over %d project(s), client %s, %.1f s: %d Turns, %.0f Turns/s, %.0f commands/s", r.Agents, r.Projects, r.Client, r.Seconds, r.Turns, r.TurnsPerSec, r.CmdsPerSec)
 		if r.CmdRatio > 0 {
 			fmt.Fprintf(w, " = %.1f %% of the append rate", 100*r.CmdRatio)
 		}
@@ -463,6 +468,24 @@ func (a *api) do(ctx context.Context, method string, headers map[string]string, 
 	return nil
 }
 
+// poster returns a poster for one worker: a conn of its own to an http://
+// URL, else (--net-http, or https) a itself.
+func (b *bench) poster(a *api) poster {
+	if b.cfg.NetHTTP {
+		return a
+	}
+	if c := newConn(a.base); c != nil {
+		return c
+	}
+	return a
+}
+
+func closePoster(p poster) {
+	if c, ok := p.(*conn); ok {
+		c.close()
+	}
+}
+
 func newAPI(base string, conns int) *api {
 	return &api{base: base, hc: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: conns + 16}}}
 }
@@ -567,7 +590,7 @@ func (r *recorder) timed(kind string, fn func() error) error {
 }
 
 // turn drives one Turn of w from dispatch to finish; n makes its key unique.
-func (f *fleet) turn(ctx context.Context, a *api, rec *recorder, w worker, req map[string]string, n int64) error {
+func (f *fleet) turn(ctx context.Context, a poster, rec *recorder, w worker, req map[string]string, n int64) error {
 	reqID := req["X-Svc-Agent-Id"]
 	key := fmt.Sprintf("%s-%s-%d", f.run, w.id, n)
 	if err := rec.timed("dispatch", func() error {
@@ -624,8 +647,10 @@ func (b *bench) drive(ctx context.Context, a *api, f *fleet, rec *recorder, d ti
 				defer wg.Done()
 				p := i % b.cfg.Projects
 				reqs := f.requesters[p]
+				c := b.poster(a)
+				defer closePoster(c)
 				for n := int64(0); ctx.Err() == nil; n++ {
-					if err := f.turn(ctx, a, rec, w, reqs[int(n)%len(reqs)], n); err != nil && ctx.Err() == nil {
+					if err := f.turn(ctx, c, rec, w, reqs[int(n)%len(reqs)], n); err != nil && ctx.Err() == nil {
 						time.Sleep(10 * time.Millisecond) // back off after an error; it is counted
 					}
 					if stopAt > 0 && rec.turns.Load() >= stopAt {
@@ -638,8 +663,11 @@ func (b *bench) drive(ctx context.Context, a *api, f *fleet, rec *recorder, d ti
 		return
 	}
 	free := make(chan int, len(f.workers))
+	conns := make([]poster, len(f.workers)) // conns[i] is worker i's, used by one goroutine at a time
 	for i := range f.workers {
 		free <- i
+		conns[i] = b.poster(a)
+		defer closePoster(conns[i])
 	}
 	tick := time.Duration(float64(time.Second) / rate)
 	var n atomic.Int64
@@ -664,7 +692,7 @@ func (b *bench) drive(ctx context.Context, a *api, f *fleet, rec *recorder, d ti
 			w := f.workers[i]
 			reqs := f.requesters[i%b.cfg.Projects]
 			k := n.Add(1)
-			f.turn(ctx, a, rec, w, reqs[int(k)%len(reqs)], k)
+			f.turn(ctx, conns[i], rec, w, reqs[int(k)%len(reqs)], k)
 		}()
 	}
 	wg.Wait()
@@ -712,6 +740,10 @@ func (b *bench) lifecycle(ctx context.Context) (*benchResult, error) {
 		}
 	}
 	a := newAPI(t.url, b.cfg.Agents)
+	res.Client = "net/http"
+	if _, ok := b.poster(a).(*conn); ok {
+		res.Client = "conn"
+	}
 	b.say("registering %d agents…", b.cfg.Agents+b.cfg.Requesters*b.cfg.Projects)
 	f, err := b.setUp(ctx, a, t.admin)
 	if err != nil {

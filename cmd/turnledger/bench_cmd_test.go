@@ -47,42 +47,51 @@ type buildError struct {
 func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out) }
 
 // TestBenchLifecycleReportsSaneNumbers runs a short closed-loop bench and
-// checks that its report adds up — not how fast it was.
+// checks that its report adds up — not how fast it was —, with the workers
+// on a connection each (the default) and on net/http's Client.
 func TestBenchLifecycleReportsSaneNumbers(t *testing.T) {
-	var out, errb bytes.Buffer
-	profiles := t.TempDir()
-	code := Main(t.Context(), []string{"bench", "--duration", "1s", "--agents", "4", "--requesters", "2", "--projects", "2", "--json",
-		"--cpuprofile", filepath.Join(profiles, "cpu.prof"), "--memprofile", filepath.Join(profiles, "mem.prof"), "--mutexprofile", filepath.Join(profiles, "mu.prof")}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("bench exited %d: %s", code, errb.String())
-	}
-	for _, name := range []string{"cpu.prof", "mem.prof", "mu.prof"} {
-		// A pprof profile is a gzipped protocol buffer.
-		if b, err := os.ReadFile(filepath.Join(profiles, name)); err != nil || len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
-			t.Errorf("bench wrote %s of %d bytes (%v), want a gzipped pprof profile", name, len(b), err)
-		}
-	}
-	var r benchResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("bench --json printed %q: %v", out.String(), err)
-	}
-	if r.Turns < 1 || r.Errors != 0 || r.AppendsPerSec <= 0 || r.Agents != 4 || r.Projects != 2 {
-		t.Fatalf("bench = %+v; want Turns ≥ 1, no errors, an append rate, 4 agents over 2 projects", r)
-	}
-	for _, k := range []string{"dispatch", "claim", "record", "finish"} {
-		s, ok := r.Commands[k]
-		if !ok || int64(s.N) < r.Turns || s.P50 <= 0 || s.P50 > s.P95 || s.P95 > s.P99 {
-			t.Errorf("bench command %s = %+v; want n ≥ %d Turns and 0 < p50 ≤ p95 ≤ p99", k, s, r.Turns)
-		}
-	}
-	if got, want := r.CmdRatio, r.CmdsPerSec/r.AppendsPerSec; got < want*0.999 || got > want*1.001 {
-		t.Errorf("commands_to_appends_ratio = %v, want commands/s ÷ appends/s = %v", got, want)
-	}
-	if perTurn := r.CmdsPerSec / r.TurnsPerSec; perTurn < 4 || perTurn > 4.5 {
-		t.Errorf("commands per Turn = %.2f, want 4 (dispatch, claim, record, finish) plus at most a few unfinished", perTurn)
-	}
-	if r.ProcessRSSMB <= 0 || r.CPUCores <= 0 {
-		t.Errorf("bench RSS %v MiB, CPU %v cores; want both measured", r.ProcessRSSMB, r.CPUCores)
+	for _, c := range []struct {
+		flags  []string
+		client string
+	}{{nil, "conn"}, {[]string{"--net-http"}, "net/http"}} {
+		t.Run(c.client, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			profiles := t.TempDir()
+			args := append([]string{"bench", "--duration", "1s", "--agents", "4", "--requesters", "2", "--projects", "2", "--json",
+				"--cpuprofile", filepath.Join(profiles, "cpu.prof"), "--memprofile", filepath.Join(profiles, "mem.prof"), "--mutexprofile", filepath.Join(profiles, "mu.prof")}, c.flags...)
+			code := Main(t.Context(), args, &out, &errb)
+			if code != 0 {
+				t.Fatalf("bench exited %d: %s", code, errb.String())
+			}
+			for _, name := range []string{"cpu.prof", "mem.prof", "mu.prof"} {
+				// A pprof profile is a gzipped protocol buffer.
+				if b, err := os.ReadFile(filepath.Join(profiles, name)); err != nil || len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
+					t.Errorf("bench wrote %s of %d bytes (%v), want a gzipped pprof profile", name, len(b), err)
+				}
+			}
+			var r benchResult
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+				t.Fatalf("bench --json printed %q: %v", out.String(), err)
+			}
+			if r.Turns < 1 || r.Errors != 0 || r.AppendsPerSec <= 0 || r.Agents != 4 || r.Projects != 2 || r.Client != c.client {
+				t.Fatalf("bench = %+v; want Turns ≥ 1, no errors, an append rate, 4 agents over 2 projects, client %s", r, c.client)
+			}
+			for _, k := range []string{"dispatch", "claim", "record", "finish"} {
+				s, ok := r.Commands[k]
+				if !ok || int64(s.N) < r.Turns || s.P50 <= 0 || s.P50 > s.P95 || s.P95 > s.P99 {
+					t.Errorf("bench command %s = %+v; want n ≥ %d Turns and 0 < p50 ≤ p95 ≤ p99", k, s, r.Turns)
+				}
+			}
+			if got, want := r.CmdRatio, r.CmdsPerSec/r.AppendsPerSec; got < want*0.999 || got > want*1.001 {
+				t.Errorf("commands_to_appends_ratio = %v, want commands/s ÷ appends/s = %v", got, want)
+			}
+			if perTurn := r.CmdsPerSec / r.TurnsPerSec; perTurn < 4 || perTurn > 4.5 {
+				t.Errorf("commands per Turn = %.2f, want 4 (dispatch, claim, record, finish) plus at most a few unfinished", perTurn)
+			}
+			if r.ProcessRSSMB <= 0 || r.CPUCores <= 0 {
+				t.Errorf("bench RSS %v MiB, CPU %v cores; want both measured", r.ProcessRSSMB, r.CPUCores)
+			}
+		})
 	}
 }
 

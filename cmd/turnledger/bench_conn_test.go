@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestConnPostsAsTheClientWould: a worker's conn sends a POST the server
+// reads as net/http's Client would send it (path, headers, JSON body),
+// decodes a 200 answer, reports another status with its body, keeps one
+// connection while the server keeps it open, dials again after the server
+// closes it, and refuses a header that would split the request.
+func TestConnPostsAsTheClientWould(t *testing.T) {
+	type seen struct {
+		Method, Path, Auth, Type string
+		Body                     map[string]any
+	}
+	var mu sync.Mutex // the handler runs on the server's goroutines
+	var got []seen
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		data, _ := io.ReadAll(r.Body)
+		json.Unmarshal(data, &body)
+		mu.Lock()
+		got = append(got, seen{r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Content-Type"), body})
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/bad":
+			w.WriteHeader(http.StatusConflict)
+			w.Write([]byte(`{"error":"ConflictError"}` + "\n"))
+		case "/bye":
+			w.Header().Set("Connection", "close")
+			w.Write([]byte(`{}`))
+		default:
+			w.Write([]byte(`{"turn":{"turn_id":"t1"},"n":` + string(data) + `}`))
+		}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+
+	c := newConn(srv.URL)
+	if c == nil {
+		t.Fatalf("newConn(%s) = nil, want a conn", srv.URL)
+	}
+	defer c.close()
+	hdr := map[string]string{"Authorization": "Bearer x"}
+	var out struct {
+		Turn struct {
+			TurnID string `json:"turn_id"`
+		} `json:"turn"`
+		N map[string]any `json:"n"`
+	}
+	if err := c.post(t.Context(), hdr, "/a", map[string]any{"k": "v"}, &out); err != nil {
+		t.Fatalf("post /a = %v", err)
+	}
+	if out.Turn.TurnID != "t1" || out.N["k"] != "v" {
+		t.Errorf("post /a decoded %+v, want turn t1 and the body echoed", out)
+	}
+	var se *statusErr
+	if err := c.post(t.Context(), hdr, "/bad", map[string]any{}, nil); !errors.As(err, &se) || se.status != http.StatusConflict || se.body != `{"error":"ConflictError"}` {
+		t.Errorf("post /bad = %v, want a statusErr 409 with the body", err)
+	}
+	if err := c.post(t.Context(), hdr, "/bye", map[string]any{}, nil); err != nil {
+		t.Errorf("post /bye = %v", err)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for three requests on a kept-alive connection, want 1", n)
+	}
+	if err := c.post(t.Context(), hdr, "/again", map[string]any{"n": 1.0}, nil); err != nil {
+		t.Errorf("post /again after the server closed = %v", err)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections after the server closed one, want 2", n)
+	}
+	if err := c.post(t.Context(), map[string]string{"X-A": "1\r\nX-Injected: 2"}, "/split", map[string]any{}, nil); err == nil {
+		t.Errorf("post with a line break in a header = nil, want an error")
+	}
+	want := []seen{
+		{"POST", "/a", "Bearer x", "application/json", map[string]any{"k": "v"}},
+		{"POST", "/bad", "Bearer x", "application/json", map[string]any{}},
+		{"POST", "/bye", "Bearer x", "application/json", map[string]any{}},
+		{"POST", "/again", "Bearer x", "application/json", map[string]any{"n": 1.0}},
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("requests the server read (-want +got):\n%s", diff)
+	}
+	for _, u := range []string{"https://127.0.0.1:1", "http://127.0.0.1:1/prefix"} {
+		if c := newConn(u); c != nil {
+			t.Errorf("newConn(%s) = a conn, want nil (net/http serves it)", u)
+		}
+	}
+}
