@@ -459,11 +459,17 @@ func (a *api) do(ctx context.Context, method string, headers map[string]string, 
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return &statusErr{resp.StatusCode, strings.TrimSpace(string(data))}
+	return readAnswer(resp.StatusCode, data, out)
+}
+
+// readAnswer reads an answer of the API: a 200's body decoded into out (when
+// not nil), any other status a *statusErr with the body.
+func readAnswer(status int, body []byte, out any) error {
+	if status != http.StatusOK {
+		return &statusErr{status, strings.TrimSpace(string(body))}
 	}
 	if out != nil {
-		return json.Unmarshal(data, out)
+		return json.Unmarshal(body, out)
 	}
 	return nil
 }

@@ -58,13 +58,7 @@ func (c *conn) post(ctx context.Context, headers map[string]string, path string,
 	if err != nil {
 		return err
 	}
-	if status != http.StatusOK {
-		return &statusErr{status, strings.TrimSpace(string(rb))}
-	}
-	if out != nil {
-		return json.Unmarshal(rb, out)
-	}
-	return nil
+	return readAnswer(status, rb, out)
 }
 
 // roundTrip sends one POST and reads its answer. Any failure closes the
