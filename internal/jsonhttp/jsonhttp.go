@@ -30,16 +30,17 @@ func Write(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b, _ = json.Marshal(ErrorBody{Error: "InternalError", Message: "internal error"})
 	}
-	WriteBody(w, status, b, newline)
+	WriteBody(w, status, b)
 }
 
 var newline = []byte{'\n'}
 
-// WriteBody sends JSON already encoded, the concatenation of parts, with
-// the status and the headers Write sends, and its Content-Length: a large
-// body goes out in one piece, not chunked, without being copied into one
-// buffer first.
+// WriteBody sends a JSON value already encoded, the concatenation of parts,
+// and a newline, as Write does: with the status, Write's headers and the
+// body's Content-Length, so that a large body goes out in one piece, not
+// chunked, without being copied into one buffer first.
 func WriteBody(w http.ResponseWriter, status int, parts ...[]byte) {
+	parts = append(parts, newline)
 	n := 0
 	for _, p := range parts {
 		n += len(p)
