@@ -303,7 +303,6 @@ var feedItemStart = []byte(`{"ledger_seq":`)
 // the agent) with the items left as stored. The items share one buffer of
 // their own (never the file's pages).
 func (s *Store) RawFeed(kind FeedKind, project, id string, after uint64, limit int) (RawFeedPage, error) {
-	page := RawFeedPage{Items: []json.RawMessage{}}
 	var buf []byte
 	ends := make([]int, 0, clampLimit(limit))
 	next, more, err := s.scanFeed(kind, project, id, after, limit, func(seq uint64, v []byte) error {
@@ -319,7 +318,7 @@ func (s *Store) RawFeed(kind FeedKind, project, id string, after uint64, limit i
 		ends = append(ends, len(buf))
 		return nil
 	})
-	page.Items = make([]json.RawMessage, 0, len(ends))
+	page := RawFeedPage{Items: make([]json.RawMessage, 0, len(ends)), NextAfterLedgerSeq: next, HasMore: more}
 	for i, end := range ends {
 		begin := 0
 		if i > 0 {
@@ -327,7 +326,6 @@ func (s *Store) RawFeed(kind FeedKind, project, id string, after uint64, limit i
 		}
 		page.Items = append(page.Items, buf[begin:end:end])
 	}
-	page.NextAfterLedgerSeq, page.HasMore = next, more
 	return page, err
 }
 
