@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -51,7 +52,7 @@ func (s *Server) requestCredentialTokens(w http.ResponseWriter, c *call) error {
 	return s.material(w, c, c.project, cred, profile{})
 }
 
-func (s *Server) material(w http.ResponseWriter, c *call, project string, cred kernel.IssuedCredential, p profile) error {
+func (s *Server) material(w http.ResponseWriter, c *call, project string, cred engine.IssuedCredential, p profile) error {
 	c.project = project
 	v, err := s.credentialView(c, cred.AgentID, cred.CredentialID, cred.Seq)
 	if err != nil {

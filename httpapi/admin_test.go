@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
@@ -520,9 +521,9 @@ func newStalledInstance(t *testing.T, natsURL string, clk *clock) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	kcfg := kernel.DefaultConfig()
+	kcfg := engine.DefaultConfig()
 	kcfg.Now = clk.Now
-	engine, err := kernel.NewEngine(l, kcfg)
+	engine, err := engine.New(l, kcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

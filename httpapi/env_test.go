@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
@@ -49,7 +50,7 @@ type env struct {
 	clock  *clock
 	ledger *ledger.Store
 	store  *projection.Store
-	engine *kernel.Engine
+	engine *engine.Engine
 	api    *httpapi.Server
 }
 
@@ -80,12 +81,12 @@ func newEnvOn(t testing.TB, natsURL string, clk *clock, configure ...func(*httpa
 	if err != nil {
 		t.Fatalf("projection.Open = %v", err)
 	}
-	kcfg := kernel.DefaultConfig()
+	kcfg := engine.DefaultConfig()
 	kcfg.Now = clk.Now
 	kcfg.SecretKey = []byte(testSecretKey) // shared by the instances of a test, as in a deployment
-	engine, err := kernel.NewEngine(l, kcfg)
+	engine, err := engine.New(l, kcfg)
 	if err != nil {
-		t.Fatalf("kernel.NewEngine = %v", err)
+		t.Fatalf("engine.New = %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
@@ -59,9 +60,9 @@ func TestRequestsWhileLoadingAre503(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); projection.NewProjector(store, l).Run(ctx) }()
 	gate := make(chan struct{})
-	kcfg := kernel.DefaultConfig()
+	kcfg := engine.DefaultConfig()
 	kcfg.Now, kcfg.LoadWait = clk.Now, 20*time.Millisecond
-	engine, err := kernel.NewEngine(heldLedger{l, gate}, kcfg)
+	engine, err := engine.New(heldLedger{l, gate}, kcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/kernel"
 )
 
@@ -59,14 +60,14 @@ func (s *Server) claimWait(c *call) (time.Duration, error) {
 }
 
 // claimResultFn claims the next Turn once.
-type claimResultFn func() (*kernel.ClaimResult, uint64, error)
+type claimResultFn func() (*engine.ClaimResult, uint64, error)
 
 // claimWaiting claims at once, and when nothing is claimable waits up to
 // wait for a change of the agent's Turns (one queued for it, one of its
 // claims ended, the agent resumed) through any instance, then tries again.
 // It answers nil when the wait ends, the client goes away or the server
 // stops.
-func (s *Server) claimWaiting(w http.ResponseWriter, c *call, agent string, wait time.Duration, claim claimResultFn) (*kernel.ClaimResult, uint64, error) {
+func (s *Server) claimWaiting(w http.ResponseWriter, c *call, agent string, wait time.Duration, claim claimResultFn) (*engine.ClaimResult, uint64, error) {
 	if wait <= 0 {
 		return claim()
 	}

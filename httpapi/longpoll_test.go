@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/internal/natstest"
-	"github.com/turnledger/turnledger/kernel"
 )
 
 // claimOutcome is what a (long-poll) claim request answered.
@@ -157,7 +157,7 @@ func TestClaimLongPollWokenByAnExpiredClaimReleased(t *testing.T) {
 			e.must(asAdmin, "POST", "/v3r1/projects/p/claims:reconcile-expired", nil, 200)
 		}},
 		{"the reaper", func(e *env) {
-			r := kernel.NewReaper(e.engine, e.store, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			r := engine.NewReaper(e.engine, e.store, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if n := r.Once(context.Background()); n != 1 {
 				e.t.Errorf("reaper round released %d claims, want 1", n)
 			}
@@ -171,7 +171,7 @@ func TestClaimLongPollWokenByAnExpiredClaimReleased(t *testing.T) {
 			if c := e.claim(w); c == nil || c.Turn.TurnID != tv.TurnID {
 				t.Fatalf("claim = %+v, want Turn %s", c, tv.TurnID)
 			}
-			e.clock.Advance(kernel.DefaultConfig().ClaimTTL + time.Second) // the claim has expired, but nobody released it
+			e.clock.Advance(engine.DefaultConfig().ClaimTTL + time.Second) // the claim has expired, but nobody released it
 
 			done := make(chan claimOutcome, 1)
 			go func() { done <- claimWith(context.Background(), e.url, w, "?wait=30s") }()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
@@ -30,7 +31,7 @@ func secretCore(s string) string {
 			return c
 		}
 	}
-	if rest, ok := strings.CutPrefix(s, kernel.JoinCodePrefix); ok {
+	if rest, ok := strings.CutPrefix(s, engine.JoinCodePrefix); ok {
 		if _, c, ok := strings.Cut(rest, "."); ok {
 			return c
 		}

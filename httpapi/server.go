@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/internal/throttle"
 	"github.com/turnledger/turnledger/kernel"
@@ -106,7 +107,7 @@ type Diagnostic struct {
 // Server serves the coordination API over an engine (commands) and a
 // projection store (reads).
 type Server struct {
-	engine *kernel.Engine
+	engine *engine.Engine
 	store  *projection.Store
 	cfg    Config
 	log    *slog.Logger
@@ -118,7 +119,7 @@ type Server struct {
 }
 
 // New returns the API server.
-func New(engine *kernel.Engine, store *projection.Store, cfg Config) (*Server, error) {
+func New(engine *engine.Engine, store *projection.Store, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
@@ -240,7 +241,7 @@ func (s *Server) claim(w http.ResponseWriter, c *call) error {
 	if b.Agent == nil {
 		return kernel.Errorf(kernel.Validation, "agent is required")
 	}
-	res, seq, err := s.claimWaiting(w, c, agent, wait, func() (*kernel.ClaimResult, uint64, error) {
+	res, seq, err := s.claimWaiting(w, c, agent, wait, func() (*engine.ClaimResult, uint64, error) {
 		return s.engine.Claim(c.ctx, c.project, c.common(b.Meta, b.Trace), agent, b.Agent)
 	})
 	if err != nil {

@@ -68,17 +68,17 @@ func TestRedeemInviteDecidesOneEvent(t *testing.T) {
 }
 
 func TestInviteRequestDefaultsAndBounds(t *testing.T) {
-	cfg := DefaultConfig()
-	inv, ttl, err := InviteRequest{AgentID: "a"}.invite(cfg)
-	if err != nil || ttl != cfg.InviteTTL || !inv.SingleUse || inv.Spec.Role != DefaultRole || inv.Spec.AgentID != "a" {
-		t.Errorf("invite defaults = %+v, %s, %v; want single use, ttl %s, the default spec of a", inv, ttl, err, cfg.InviteTTL)
+	const day, week = 24 * time.Hour, 7 * 24 * time.Hour
+	inv, ttl, err := InviteRequest{AgentID: "a"}.Invite(day, week)
+	if err != nil || ttl != day || !inv.SingleUse || inv.Spec.Role != DefaultRole || inv.Spec.AgentID != "a" {
+		t.Errorf("invite defaults = %+v, %s, %v; want single use, ttl %s, the default spec of a", inv, ttl, err, day)
 	}
 	no, secs := false, int64(60)
-	if inv, ttl, err := (InviteRequest{AgentID: "a", SingleUse: &no, ExpiresInSeconds: &secs}).invite(cfg); err != nil || ttl != time.Minute || inv.SingleUse {
+	if inv, ttl, err := (InviteRequest{AgentID: "a", SingleUse: &no, ExpiresInSeconds: &secs}).Invite(day, week); err != nil || ttl != time.Minute || inv.SingleUse {
 		t.Errorf("invite with single_use false, 60 s = %+v, %s, %v", inv, ttl, err)
 	}
-	for _, s := range []int64{0, -1, int64(cfg.MaxInviteTTL/time.Second) + 1} {
-		if _, _, err := (InviteRequest{AgentID: "a", ExpiresInSeconds: &s}).invite(cfg); ErrorKind(err) != Validation {
+	for _, s := range []int64{0, -1, int64(week/time.Second) + 1} {
+		if _, _, err := (InviteRequest{AgentID: "a", ExpiresInSeconds: &s}).Invite(day, week); ErrorKind(err) != Validation {
 			t.Errorf("invite with expires_in_seconds %d = %v, want a ValidationError", s, err)
 		}
 	}

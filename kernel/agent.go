@@ -1,6 +1,9 @@
 package kernel
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Agent is one agent as the events made it: the state the engine decides on
 // and, unchanged, the state the projections show (they fold it with
@@ -95,54 +98,290 @@ func EvolveAgent(a *Agent, r Recorded) *Agent {
 	return a
 }
 
-// Credential is one credential as the events made it.
-type Credential struct {
-	ID        string
-	AgentID   string
-	TokenHash string
-	Via       string // ViaIssue, ViaBootstrap or ViaJoin
-	IssuedAt  time.Time
-	IssuedSeq uint64
-	ExpiresAt time.Time
-	Revoked   bool
-	RevokedAt *time.Time
+// Event types of the agent aggregate. The name is written here once and never
+// derived from a Go type.
+const (
+	EvAgentRegistered  = "agent.registered"
+	EvAgentDrained     = "agent.drained"
+	EvAgentResumed     = "agent.resumed"
+	EvAgentHeartbeat   = "agent.heartbeat"
+	EvAgentMetadataSet = "agent.public_metadata_replaced"
+	EvAgentWorkMemory  = "agent.work_memory_reported"
+)
+
+// agentEvents is the codec's table of the agent events: type and version, with the Go
+// type of their data.
+var agentEvents = map[codecKey]eventType{
+	{EvAgentRegistered, 1}:  {AggAgent, func() any { return new(AgentRegistered) }},
+	{EvAgentDrained, 1}:     {AggAgent, func() any { return new(AgentDrained) }},
+	{EvAgentResumed, 1}:     {AggAgent, func() any { return new(AgentResumed) }},
+	{EvAgentHeartbeat, 1}:   {AggAgent, func() any { return new(AgentHeartbeat) }},
+	{EvAgentMetadataSet, 1}: {AggAgent, func() any { return new(AgentMetadataReplaced) }},
+	{EvAgentWorkMemory, 1}:  {AggAgent, func() any { return new(AgentWorkMemoryReported) }},
 }
 
-// Active reports whether the credential may authenticate at now.
-func (c *Credential) Active(now time.Time) bool { return !c.Revoked && now.Before(c.ExpiresAt) }
+// Provenance kinds the service itself writes.
+const (
+	// ProvenanceAdminBootstrap is the provenance of an agent registered by
+	// the admin's bootstrap when the request names none.
+	ProvenanceAdminBootstrap = "admin_bootstrap"
+	// ProvenanceJoinInvite is the provenance of an agent registered by
+	// redeeming a join invite; its external_ref is the invite id.
+	ProvenanceJoinInvite = "join_invite"
+)
 
-// CredentialOf returns the credential whose state (EvolveCredential) the
-// event changes.
-func CredentialOf(e Event) (string, bool) {
-	switch d := e.Data.(type) {
-	case *CredentialIssued:
-		return d.CredentialID, d.CredentialID != ""
-	case *InviteRedeemed:
-		return d.CredentialID, d.CredentialID != ""
-	case *CredentialRevoked:
-		return d.CredentialID, d.CredentialID != ""
-	}
-	return "", false
+// Agent spec defaults: what a field left out of a SpecInput takes.
+const (
+	DefaultRole     = "agent"
+	DefaultCapacity = 1
+)
+
+// AgentRef names an agent of a project.
+type AgentRef struct {
+	ProjectID string `json:"project_id"`
+	AgentID   string `json:"agent_id"`
 }
 
-// EvolveCredential folds one event of CredentialOf into the credential's
-// state c (nil before its issue) and returns the state after it; nil for a
-// revocation of an unknown credential. It never fails.
-func EvolveCredential(c *Credential, r Recorded) *Credential {
-	e := r.Event
-	switch d := e.Data.(type) {
-	case *CredentialIssued:
-		via := d.Via
-		if via == "" {
-			via = ViaIssue
-		}
-		return &Credential{ID: d.CredentialID, AgentID: d.AgentID, TokenHash: d.TokenHash, Via: via, IssuedAt: e.At, IssuedSeq: r.Seq, ExpiresAt: d.ExpiresAt}
-	case *InviteRedeemed:
-		return &Credential{ID: d.CredentialID, AgentID: d.AgentID, TokenHash: d.TokenHash, Via: ViaJoin, IssuedAt: e.At, IssuedSeq: r.Seq, ExpiresAt: d.ExpiresAt}
-	case *CredentialRevoked:
-		if c != nil && !c.Revoked {
-			c.Revoked, c.RevokedAt = true, ptr(e.At)
-		}
+// AgentSpec is the registration spec of an agent.
+type AgentSpec struct {
+	AgentID        string          `json:"agent_id"`
+	Role           string          `json:"role"`
+	Description    string          `json:"description"`
+	Enabled        bool            `json:"enabled"`
+	AcceptsWork    bool            `json:"accepts_work"`
+	Capacity       int             `json:"capacity"`
+	Capabilities   []string        `json:"capabilities"`
+	Grants         []string        `json:"grants"`
+	PublicMetadata json.RawMessage `json:"public_metadata"`
+}
+
+// Provenance says where a registration came from.
+type Provenance struct {
+	Kind        string  `json:"kind"`
+	ExternalRef string  `json:"external_ref"`
+	PayloadHash *string `json:"payload_hash"`
+}
+
+// AgentRegistered: an agent was registered, or its spec replaced by a new
+// registration.
+type AgentRegistered struct {
+	Spec       AgentSpec  `json:"spec"`
+	Provenance Provenance `json:"provenance"`
+}
+
+// AgentDrained: the agent stops admitting new Turns.
+type AgentDrained struct {
+	RequestedBy AgentRef `json:"requested_by"`
+}
+
+// AgentResumed: the agent admits new Turns again.
+type AgentResumed struct {
+	RequestedBy AgentRef `json:"requested_by"`
+}
+
+// AgentHeartbeat: the agent said it is present.
+type AgentHeartbeat struct{}
+
+// AgentMetadataReplaced: the agent's public metadata was replaced.
+type AgentMetadataReplaced struct {
+	PublicMetadata json.RawMessage `json:"public_metadata"`
+}
+
+// AgentWorkMemoryReported: the agent submitted a work-memory report.
+type AgentWorkMemoryReported struct {
+	ReportID string           `json:"report_id"`
+	Manifest WorkMemoryReport `json:"manifest"`
+}
+
+// SpecInput is the agent spec as every route takes it: agents:register,
+// agent-credential-tokens:request and agent-join-invites. Fields left out take
+// the defaults (role "agent", enabled, accepting work, capacity 1, no
+// capabilities or grants, empty public metadata). agent_id may be left out
+// where the request names the agent outside the spec; when given, it must be
+// that agent.
+type SpecInput struct {
+	AgentID        string          `json:"agent_id"`
+	Role           *string         `json:"role"`
+	Description    string          `json:"description"`
+	Enabled        *bool           `json:"enabled"`
+	AcceptsWork    *bool           `json:"accepts_work"`
+	Capacity       *int            `json:"capacity"`
+	Capabilities   []string        `json:"capabilities"`
+	Grants         []string        `json:"grants"`
+	PublicMetadata json.RawMessage `json:"public_metadata"`
+}
+
+// Resolve returns the spec of the agent agentID (empty when the request names
+// the agent only inside the spec) with the defaults filled in. A nil input is
+// the default spec. It does not validate the spec: Decide does.
+func (in *SpecInput) Resolve(agentID string) (AgentSpec, error) {
+	s := AgentSpec{AgentID: agentID, Role: DefaultRole, Enabled: true, AcceptsWork: true, Capacity: DefaultCapacity,
+		Capabilities: []string{}, Grants: []string{}, PublicMetadata: json.RawMessage(`{}`)}
+	if in == nil {
+		return s, nil
 	}
-	return c
+	switch {
+	case agentID == "":
+		s.AgentID = in.AgentID
+	case in.AgentID != "" && in.AgentID != agentID:
+		return AgentSpec{}, invalid("spec.agent_id %q differs from agent_id %q: leave spec.agent_id out or make them equal", in.AgentID, agentID)
+	}
+	if in.Role != nil {
+		s.Role = *in.Role
+	}
+	if in.Enabled != nil {
+		s.Enabled = *in.Enabled
+	}
+	if in.AcceptsWork != nil {
+		s.AcceptsWork = *in.AcceptsWork
+	}
+	if in.Capacity != nil {
+		s.Capacity = *in.Capacity
+	}
+	if in.Capabilities != nil {
+		s.Capabilities = in.Capabilities
+	}
+	if in.Grants != nil {
+		s.Grants = in.Grants
+	}
+	if in.PublicMetadata != nil {
+		s.PublicMetadata = in.PublicMetadata
+	}
+	s.Description = in.Description
+	return s, nil
+}
+
+// RegisterAgent registers an agent or replaces its spec.
+type RegisterAgent struct {
+	Common
+	Spec       AgentSpec
+	Provenance Provenance
+}
+
+// Name is the command's stable name (see Command).
+func (RegisterAgent) Name() string { return "register_agent" }
+
+func (cmd RegisterAgent) decide(d decider) (*Event, error) {
+	if err := d.p.require(d.c.Caller, d.now, GrantRegister); err != nil {
+		return nil, err
+	}
+	if err := validateSpec(cmd.Spec); err != nil {
+		return nil, err
+	}
+	if err := textField("provenance.kind", cmd.Provenance.Kind, 128, true); err != nil {
+		return nil, err
+	}
+	if err := textField("provenance.external_ref", cmd.Provenance.ExternalRef, MaxTextLen, false); err != nil {
+		return nil, err
+	}
+	return d.event(EvAgentRegistered, AggAgent, cmd.Spec.AgentID, &AgentRegistered{Spec: cmd.Spec, Provenance: cmd.Provenance}), nil
+}
+
+// SetAgentAdmission drains (Drain true) or resumes an agent.
+type SetAgentAdmission struct {
+	Common
+	AgentID     string
+	Agent       *AgentRef // the body's agent reference, checked against AgentID
+	RequestedBy AgentRef
+	Drain       bool
+}
+
+// Name is the command's stable name (see Command).
+func (SetAgentAdmission) Name() string { return "set_agent_admission" }
+
+func (cmd SetAgentAdmission) decide(d decider) (*Event, error) {
+	if err := d.p.require(d.c.Caller, d.now, GrantManage); err != nil {
+		return nil, err
+	}
+	a, err := d.agent(cmd.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.bodyAgent(cmd.Agent, cmd.AgentID); err != nil {
+		return nil, err
+	}
+	if err := d.actingAs(cmd.RequestedBy); err != nil {
+		return nil, err
+	}
+	if a.Drained == cmd.Drain {
+		return nil, nil
+	}
+	if cmd.Drain {
+		return d.event(EvAgentDrained, AggAgent, cmd.AgentID, &AgentDrained{RequestedBy: cmd.RequestedBy}), nil
+	}
+	return d.event(EvAgentResumed, AggAgent, cmd.AgentID, &AgentResumed{RequestedBy: cmd.RequestedBy}), nil
+}
+
+// Heartbeat records the agent's presence.
+type Heartbeat struct {
+	Common
+	AgentID string
+	Agent   *AgentRef
+}
+
+// Name is the command's stable name (see Command).
+func (Heartbeat) Name() string { return "heartbeat" }
+
+func (cmd Heartbeat) decide(d decider) (*Event, error) {
+	if err := d.p.requireSelfOr(d.c.Caller, d.now, cmd.AgentID, GrantManage); err != nil {
+		return nil, err
+	}
+	if _, err := d.agent(cmd.AgentID); err != nil {
+		return nil, err
+	}
+	if err := d.bodyAgent(cmd.Agent, cmd.AgentID); err != nil {
+		return nil, err
+	}
+	return d.event(EvAgentHeartbeat, AggAgent, cmd.AgentID, &AgentHeartbeat{}), nil
+}
+
+// ReplaceMetadata replaces the agent's public metadata.
+type ReplaceMetadata struct {
+	Common
+	AgentID  string
+	Metadata json.RawMessage
+}
+
+// Name is the command's stable name (see Command).
+func (ReplaceMetadata) Name() string { return "replace_metadata" }
+
+func (cmd ReplaceMetadata) decide(d decider) (*Event, error) {
+	if err := d.p.requireSelfOr(d.c.Caller, d.now, cmd.AgentID, GrantManage); err != nil {
+		return nil, err
+	}
+	if _, err := d.agent(cmd.AgentID); err != nil {
+		return nil, err
+	}
+	if err := objectField("public_metadata", cmd.Metadata, MaxMetadataBytes); err != nil {
+		return nil, err
+	}
+	return d.event(EvAgentMetadataSet, AggAgent, cmd.AgentID, &AgentMetadataReplaced{PublicMetadata: cmd.Metadata}), nil
+}
+
+// ReportWorkMemory records a work-memory report (already validated by
+// ParseWorkMemoryReport).
+type ReportWorkMemory struct {
+	Common
+	AgentID  string
+	ReportID string
+	Report   WorkMemoryReport
+}
+
+// Name is the command's stable name (see Command).
+func (ReportWorkMemory) Name() string { return "report_work_memory" }
+
+func (cmd ReportWorkMemory) decide(d decider) (*Event, error) {
+	if _, err := d.p.Check(d.c.Caller, d.now); err != nil {
+		return nil, err
+	}
+	if d.c.Caller.Admin || d.c.Caller.AgentID != cmd.AgentID {
+		return nil, Errorf(Forbidden, "a work-memory report is submitted by the agent itself")
+	}
+	if _, err := d.agent(cmd.AgentID); err != nil {
+		return nil, err
+	}
+	if err := checkReport(cmd.Report, d.p.ID, cmd.AgentID); err != nil {
+		return nil, err
+	}
+	return d.event(EvAgentWorkMemory, AggAgent, cmd.AgentID, &AgentWorkMemoryReported{ReportID: cmd.ReportID, Manifest: cmd.Report}), nil
 }

@@ -113,7 +113,7 @@ func ref(agent string) AgentRef { return AgentRef{ProjectID: "p1", AgentID: agen
 func rootDispatch(c Common, id, from, to, key string) Dispatch {
 	d := Dispatch{Common: c, TurnID: id, RequestedBy: ref(from), TargetAgent: ref(to), Input: json.RawMessage(`{"q":1}`),
 		TurnKind: "summarize", DispatchKey: key, Mode: AuthorityRoot, RequestID: "req-" + key, MaxDepth: 2}
-	d.BodyHash = dispatchHash(d)
+	d.BodyHash = DispatchHash(d)
 	return d
 }
 
@@ -238,7 +238,7 @@ func TestDispatchIsIdempotentByKey(t *testing.T) {
 	}
 	changed := rootDispatch(req, "t3", "req", "worker", "k1")
 	changed.Input = json.RawMessage(`{"q":2}`)
-	changed.BodyHash = dispatchHash(changed)
+	changed.BodyHash = DispatchHash(changed)
 	h.refuse(changed, Conflict)
 }
 
@@ -247,7 +247,7 @@ func TestDispatchHashIgnoresKeyOrderAndSpacing(t *testing.T) {
 	b := a
 	a.Input = json.RawMessage(`{"x":1,"y":[1,2]}`)
 	b.Input = json.RawMessage(`{ "y": [1, 2], "x": 1 }`)
-	if dispatchHash(a) != dispatchHash(b) {
+	if DispatchHash(a) != DispatchHash(b) {
 		t.Error("dispatchHash differs for equal inputs")
 	}
 }
@@ -418,7 +418,7 @@ func TestChildDispatchRecordsLineageAndBoundsDepth(t *testing.T) {
 		d := Dispatch{Common: w, TurnID: fmt.Sprintf("t%d", depth), RequestedBy: ref("worker"), TargetAgent: ref("worker"),
 			Input: json.RawMessage(`{}`), TurnKind: "summarize", DispatchKey: fmt.Sprintf("child%d", depth),
 			Mode: AuthorityChild, ParentClaim: parent, ParentHash: HashSecret(parent.Token), MaxDepth: 2}
-		d.BodyHash = dispatchHash(d)
+		d.BodyHash = DispatchHash(d)
 		if depth == 3 {
 			h.refuse(d, Invariant)
 			break

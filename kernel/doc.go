@@ -21,20 +21,22 @@
 // set of functions (AuthorizeRead, CanReadTurn, TurnReaders) for single reads
 // and list filters alike.
 //
-// The Engine keeps each project's write model in memory, loaded from the
-// ledger on first use, in the background: from a snapshot and the events
-// after it when there is one (snapshot.go), while requests wait at most
-// Config.LoadWait and are then answered Unavailable (load.go). Finished
-// Turns are kept slim, and live claims are indexed by expiry (claims.go), so
-// the reaper touches only what expired. A command takes the project's lock, decides, appends
-// with the expectation "the project's last ledger_seq is the one I folded",
-// and evolves. When another instance wrote first the append loses (ErrStale),
-// the engine catches up from the ledger and decides again. A refusal, or a
-// command that changes nothing (a claim with nothing to claim, a repeated
-// dispatch), is confirmed the same way before it is answered: the engine asks
-// the ledger for the project's last ledger_seq and, if another instance wrote
-// since, decides again on the caught-up state. So clients see only real
-// refusals, whichever instance they talk to.
+// The runtime around these functions (the write models in memory, their
+// locks, loading, lost races with other instances, snapshots, the reaper)
+// is package engine.
+//
+// # One file per aggregate
+//
+// turn.go, agent.go, credential.go and invite.go each hold their
+// aggregate's events (type names, data and codec table), its commands (each
+// a type with its Name and its decide method, so a command without either
+// does not compile), and its Evolve. Adding a Turn transition touches
+// turn.go (the command, the event, its codec entry and its case in
+// EvolveTurn), this file's state table, turn_test.go (the event's golden
+// sample and the rule's tests) and the event's golden file under
+// testdata/events. command.go holds Decide and the checks every command
+// shares; state.go the project's write model; policy.go the read policy and
+// grants; idempotency.go the memory of idempotency keys.
 //
 // # Turn states
 //
@@ -109,9 +111,9 @@
 //
 // A retried claim must return the same claim token, and secrets never enter
 // the ledger. So the secrets a retry answers again (claim tokens, credential
-// tokens, join codes) are not drawn at random but derived: an HMAC-SHA256 of
-// a server-held key (Config.SecretKey) and the id of the claim, credential or
-// invite, which is on the ledger. The ledger still holds only the secret's
+// tokens, join codes) are not drawn at random but derived by the engine: an
+// HMAC-SHA256 of a server-held key (engine.Config.SecretKey) and the id of
+// the claim, credential or invite, which is on the ledger. The ledger still holds only the secret's
 // SHA-256; the key stays on the servers (shared by the instances of one
 // deployment). We chose derivation over storing an encrypted token in the
 // event because it keeps nothing secret-bearing on the ledger at all, and

@@ -150,3 +150,30 @@ func TypedData(e Event) (Event, error) {
 	}
 	return e, nil
 }
+
+// Aggregates: the third token of an event's subject.
+const (
+	AggAgent      = "agent"
+	AggCredential = "credential"
+	AggInvite     = "invite"
+	AggTurn       = "turn"
+)
+
+// codec is the table of every event type and version the kernel reads and
+// writes, with the Go type of its data: the union of each aggregate's table
+// (agent.go, credential.go, invite.go, turn.go). It is a value built here, not
+// filled by init functions.
+var codec = joinCodecs(agentEvents, credentialEvents, inviteEvents, turnEvents)
+
+func joinCodecs(tables ...map[codecKey]eventType) map[codecKey]eventType {
+	all := map[codecKey]eventType{}
+	for _, t := range tables {
+		for k, v := range t {
+			if _, dup := all[k]; dup {
+				panic("kernel: event type " + k.typ + " is declared twice")
+			}
+			all[k] = v
+		}
+	}
+	return all
+}

@@ -1,12 +1,9 @@
 package kernel
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -80,54 +77,9 @@ func digestOf(s string) digest {
 	return sha256.Sum256([]byte(s))
 }
 
-// commandName is the stable name of a command for scoping keys: it is part
-// of what the ledger remembers, so it must not change with a Go rename.
-func commandName(cmd Command) string {
-	switch cmd.(type) {
-	case RegisterAgent:
-		return "register_agent"
-	case IssueCredential:
-		return "issue_credential"
-	case Bootstrap:
-		return "bootstrap"
-	case RevokeCredential:
-		return "revoke_credential"
-	case SetAgentAdmission:
-		return "set_agent_admission"
-	case Heartbeat:
-		return "heartbeat"
-	case ReplaceMetadata:
-		return "replace_metadata"
-	case ReportWorkMemory:
-		return "report_work_memory"
-	case CreateInvite:
-		return "create_invite"
-	case RedeemInvite:
-		return "redeem_invite"
-	case Dispatch:
-		return "dispatch"
-	case ClaimNext:
-		return "claim"
-	case Renew:
-		return "renew"
-	case AppendRecord:
-		return "append_record"
-	case Suspend:
-		return "suspend"
-	case Finish:
-		return "finish"
-	case Stop:
-		return "stop"
-	case Resume:
-		return "resume"
-	case reconcileCommand:
-		return "reconcile_expired"
-	}
-	return fmt.Sprintf("%T", cmd) // a command added later: name it above
-}
-
-// idemOf returns the key of cmd scoped by the command, or nil.
-func idemOf(cmd Command) *Idempotency {
+// ScopedKey returns the key of cmd scoped by the command, or nil: the key
+// that Decide puts into the event cmd causes.
+func ScopedKey(cmd Command) *Idempotency {
 	k := cmd.common().Idem
 	if k == nil {
 		return nil
@@ -136,15 +88,7 @@ func idemOf(cmd Command) *Idempotency {
 		// Already scoped by ReconcileExpired, for all its releases.
 		return k
 	}
-	return &Idempotency{Ref: HashSecret(k.Ref + "\x00" + commandName(cmd)), Request: k.Request}
-}
-
-// evolve folds r into p and remembers the answer of a keyed event. The
-// engine folds through it, so the memory is rebuilt from the ledger after a
-// restart and on every instance.
-func evolve(p *Project, r Recorded) {
-	Evolve(p, r)
-	p.remember(r)
+	return &Idempotency{Ref: HashSecret(k.Ref + "\x00" + cmd.Name()), Request: k.Request}
 }
 
 func (p *Project) remember(r Recorded) {
@@ -196,21 +140,16 @@ func (p *Project) remember(r Recorded) {
 	m.order = append(m.order, a)
 }
 
-// recall is recall at the engine's clock. ExpireClaim never recalls: the
-// events of one claims:reconcile-expired share its key, and ReconcileExpired
-// recalls once for all of them.
-func (e *Engine) recall(p *Project, cmd Command) (*Answer, error) {
+// Recall returns the answer remembered for cmd's key, nil when there is none
+// (or it is older than the retention), or a ValidationError when the key was
+// used with another body. ExpireClaim never recalls: the events of one
+// claims:reconcile-expired share its key, and the reconcile recalls once for
+// all of them (as ReconcileExpired).
+func Recall(p *Project, cmd Command, now time.Time) (*Answer, error) {
 	if _, ok := cmd.(ExpireClaim); ok {
 		return nil, nil
 	}
-	return recall(p, cmd, e.cfg.Now())
-}
-
-// recall returns the answer remembered for cmd's key, nil when there is none
-// (or it is older than the retention), or a ValidationError when the key was
-// used with another body.
-func recall(p *Project, cmd Command, now time.Time) (*Answer, error) {
-	k := idemOf(cmd)
+	k := ScopedKey(cmd)
 	if k == nil {
 		return nil, nil
 	}
@@ -224,36 +163,20 @@ func recall(p *Project, cmd Command, now time.Time) (*Answer, error) {
 	return a, nil
 }
 
-// Secrets that a retry must be able to answer again (claim tokens,
-// credential tokens, join codes) are not drawn at random: each is an HMAC of
-// a server-held key and the id of what it belongs to, which is on the ledger.
-// The ledger keeps only the secret's hash, as before; the key never leaves
-// the server, so the ledger alone still reveals no secret.
+// Answers returns the remembered answers, oldest first (for a snapshot).
+func (p *Project) Answers() []*Answer { return p.idem.order }
 
-const (
-	secretClaim      = "claim"
-	secretCredential = "credential"
-	secretInvite     = "invite"
-)
-
-// derive returns the secret of kind for the id in the project.
-func (e *Engine) derive(kind, project, id string) string {
-	mac := hmac.New(sha256.New, e.cfg.SecretKey)
-	mac.Write([]byte(kind + "\x00" + project + "\x00" + id))
-	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
-}
-
-// rederive re-derives a secret for a retry and checks it against the hash on
-// the ledger: a server started with another key cannot answer it again.
-func (e *Engine) rederive(prefix, kind, project, id, hash string) (string, error) {
-	s := prefix + e.derive(kind, project, id)
-	if hash != "" && HashSecret(s) != hash {
-		return "", Errorf(Conflict, "this Idempotency-Key was answered by a server with another secret key; its secret cannot be given again")
+// RestoreAnswers puts back the answers a snapshot kept, oldest first.
+func (p *Project) RestoreAnswers(answers []*Answer) error {
+	for _, a := range answers {
+		if a == nil {
+			return errors.New("kernel: an empty idempotency answer")
+		}
+		if p.idem.byRef == nil {
+			p.idem.byRef = map[digest]*Answer{}
+		}
+		p.idem.byRef[a.Ref] = a // a later answer under the same key wins, as in the fold
+		p.idem.order = append(p.idem.order, a)
 	}
-	return s, nil
+	return nil
 }
-
-// reconcileCommand names claims:reconcile-expired for idempotency keys: it
-// is not decided itself (each release is an ExpireClaim), but its key is
-// remembered under this name.
-type reconcileCommand struct{ Common }

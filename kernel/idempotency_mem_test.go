@@ -17,15 +17,15 @@ func BenchmarkIdempotencyMemory(b *testing.B) {
 	at := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
 	for b.Loop() {
 		p := NewProject("p1")
-		evolve(p, Recorded{Seq: 1, Event: Event{Type: EvTurnDispatched, V: 1, ProjectID: "p1", Aggregate: AggTurn, ID: "turn_0123456789abcdef0123456789abcdef", At: at,
+		Evolve(p, Recorded{Seq: 1, Event: Event{Type: EvTurnDispatched, V: 1, ProjectID: "p1", Aggregate: AggTurn, ID: "turn_0123456789abcdef0123456789abcdef", At: at,
 			Data: &TurnDispatched{TargetAgent: AgentRef{ProjectID: "p1", AgentID: "w"}}}})
-		evolve(p, Recorded{Seq: 2, Event: Event{Type: EvTurnClaimed, V: 1, ProjectID: "p1", Aggregate: AggTurn, ID: "turn_0123456789abcdef0123456789abcdef", At: at,
+		Evolve(p, Recorded{Seq: 2, Event: Event{Type: EvTurnClaimed, V: 1, ProjectID: "p1", Aggregate: AggTurn, ID: "turn_0123456789abcdef0123456789abcdef", At: at,
 			Data: &TurnClaimed{ClaimID: "clm_0123456789abcdef0123456789abcdef", AgentID: "w", TokenHash: HashSecret("t"), ExpiresAt: at.Add(time.Minute)}}})
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		for i := range n {
-			evolve(p, Recorded{Seq: uint64(3 + i), Event: Event{Type: EvTurnRecordAppended, V: 1, ProjectID: "p1", Aggregate: AggTurn, ID: "turn_0123456789abcdef0123456789abcdef", At: at,
+			Evolve(p, Recorded{Seq: uint64(3 + i), Event: Event{Type: EvTurnRecordAppended, V: 1, ProjectID: "p1", Aggregate: AggTurn, ID: "turn_0123456789abcdef0123456789abcdef", At: at,
 				Data: &TurnRecordAppended{TurnSeq: uint64(i + 1)},
 				Idem: &Idempotency{Ref: HashSecret(fmt.Sprint("ref", i)), Request: HashSecret(fmt.Sprint("body", i))}}})
 		}

@@ -1,7 +1,9 @@
 package kernel
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"slices"
 	"time"
 )
@@ -83,7 +85,7 @@ func Authenticate(p *Project, agentID, tokenHash string, now time.Time) (Caller,
 // that a credential revoked on another instance is refused even when this
 // instance authenticated on stale state (the append then loses its race, the
 // engine catches up, and check fails).
-func (p *Project) check(c Caller, now time.Time) (*Agent, error) {
+func (p *Project) Check(c Caller, now time.Time) (*Agent, error) {
 	if c.Admin {
 		return nil, nil
 	}
@@ -106,7 +108,7 @@ func (p *Project) check(c Caller, now time.Time) (*Agent, error) {
 
 // require checks the caller and that it is the admin or holds the grant.
 func (p *Project) require(c Caller, now time.Time, grant string) error {
-	a, err := p.check(c, now)
+	a, err := p.Check(c, now)
 	if err != nil {
 		return err
 	}
@@ -119,7 +121,7 @@ func (p *Project) require(c Caller, now time.Time, grant string) error {
 // requireSelfOr checks the caller and that it is the admin, the agent self, or
 // holds the grant.
 func (p *Project) requireSelfOr(c Caller, now time.Time, self, grant string) error {
-	a, err := p.check(c, now)
+	a, err := p.Check(c, now)
 	if err != nil {
 		return err
 	}
@@ -142,7 +144,7 @@ const (
 // project feed and every Turn need the read grant (without it, Turn lists are
 // narrowed to the caller's own Turns: see CanReadTurn). The admin reads all.
 func AuthorizeRead(p *Project, c Caller, now time.Time, action, agentID string) error {
-	a, err := p.check(c, now)
+	a, err := p.Check(c, now)
 	if err != nil || a == nil {
 		return err
 	}
@@ -181,7 +183,7 @@ func CanReadAll(p *Project, c Caller) bool {
 // TurnReaders. List filters use TurnReaders too, through the projection's
 // index, so a Turn is listed for exactly the callers who may read it.
 func CanReadTurn(p *Project, c Caller, now time.Time, turnID string) error {
-	if _, err := p.check(c, now); err != nil {
+	if _, err := p.Check(c, now); err != nil {
 		return err
 	}
 	if CanReadAll(p, c) {
@@ -233,4 +235,12 @@ func TurnReaders(project string, d, root *TurnDispatched) []string {
 
 func involved(t *Turn, agentID string) bool {
 	return slices.Contains(Involved("", &t.Dispatch), agentID)
+}
+
+// HashSecret is how every secret (credential token, claim token, join code) is
+// kept: the hex SHA-256 of it. Secrets are 256 random bits, so no salt or
+// stretching is needed.
+func HashSecret(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

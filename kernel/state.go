@@ -1,26 +1,10 @@
 package kernel
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 )
-
-// Turn states. The table of transitions is in the package doc; Decide is the
-// only place that enforces it.
-const (
-	StateQueued    = "queued"
-	StateClaimed   = "claimed"
-	StateSuspended = "suspended"
-	StateFinished  = "finished"
-)
-
-// TurnStates lists the Turn states in their order of the state table.
-func TurnStates() []string {
-	return []string{StateQueued, StateClaimed, StateSuspended, StateFinished}
-}
-
-// OutcomeStopped is the outcome of a Turn that a stop request ended while no
-// claim held it.
-const OutcomeStopped = "stopped"
 
 // Project is the write model of one project: everything Decide needs, folded
 // by Evolve from the project's events. The zero value is an empty project
@@ -31,16 +15,15 @@ type Project struct {
 
 	Agents       map[string]*Agent
 	Credentials  map[string]*Credential // by credential id
-	Turns        map[string]*Turn       // the Turns not finished; Turn finds any (packed.go)
+	Turns        map[string]*Turn       // the Turns not finished; Turn finds any (finished.go)
+	Finished     FinishedTurns          // the finished Turns; nil keeps them in a map (finished.go)
 	DispatchKeys map[string]string      // DispatchKeyOf(requester, dispatch_key) → turn id
 	Invites      map[string]*Invite
 	InviteCodes  map[string]string // code hash → invite id
 	queues       map[string][]queued
-	claims       claimIndex        // the live claims by expiry (claims.go)
-	strs         map[string]string // interned strings of slim Turns (snapshot.go)
-	done         map[string][]byte // the finished Turns, packed (packed.go)
-	idem         idemMemory        // recent idempotency keys (idempotency.go)
-	authChanges  uint64            // events folded that changed Agents or Credentials (the engine's auth view, authview.go)
+	claims       claimIndex // the live claims by expiry (claims.go)
+	idem         idemMemory // recent idempotency keys (idempotency.go)
+	authChanges  uint64     // events folded that changed Agents or Credentials (the engine's auth view, authview.go)
 }
 
 // queued is one entry of an agent's queue, ordered by the ledger_seq of the
@@ -51,12 +34,6 @@ type queued struct {
 	turnID string
 }
 
-// Invite is the write model of one join invite.
-type Invite struct {
-	Data     InviteCreated
-	Redeemed int
-}
-
 // NewProject returns an empty project.
 func NewProject(id string) *Project {
 	return &Project{
@@ -64,6 +41,7 @@ func NewProject(id string) *Project {
 		Agents:       map[string]*Agent{},
 		Credentials:  map[string]*Credential{},
 		Turns:        map[string]*Turn{},
+		Finished:     finishedMap{},
 		DispatchKeys: map[string]string{},
 		Invites:      map[string]*Invite{},
 		InviteCodes:  map[string]string{},
@@ -80,7 +58,16 @@ func (p *Project) init() {
 // Evolve folds one recorded event into the project. It never fails and never
 // looks anywhere but its arguments, so a replay rebuilds the same state. It
 // changes p in place: the engine owns p and never shares it while deciding.
+//
+// It also remembers the answer of an event that carries an idempotency key
+// (idempotency.go), so that the memory is rebuilt from the ledger after a
+// restart and on every instance.
 func Evolve(p *Project, r Recorded) {
+	evolveState(p, r)
+	p.remember(r)
+}
+
+func evolveState(p *Project, r Recorded) {
 	p.init()
 	e := r.Event
 	if r.Seq > p.Seq {
@@ -115,8 +102,8 @@ func Evolve(p *Project, r Recorded) {
 		if inv := p.Invites[d.InviteID]; inv != nil {
 			inv.Redeemed++
 		}
-	case *TurnDispatched, *TurnClaimed, *TurnClaimRenewed, *TurnRecordAppended, *TurnSuspended, *TurnResumed,
-		*TurnFinished, *TurnStopRequested, *TurnStopped, *TurnClaimExpired:
+	}
+	if e.Aggregate == AggTurn {
 		p.evolveTurn(r)
 	}
 }
@@ -143,6 +130,30 @@ func (p *Project) dequeue(t *Turn) {
 	}
 }
 
+// AuthChanges counts the events folded that changed Agents or Credentials:
+// a view of them made at one count is current while the count stays.
+func (p *Project) AuthChanges() uint64 { return p.authChanges }
+
+// Reindex rebuilds the agents' queues and the claim index from p.Turns, for
+// a write model put together from a snapshot rather than folded.
+func (p *Project) Reindex() {
+	p.init()
+	p.queues = map[string][]queued{}
+	p.claims = claimIndex{}
+	var waiting []*Turn
+	for _, t := range p.Turns {
+		if t.State == StateQueued {
+			waiting = append(waiting, t)
+		}
+		p.claims.track(t)
+	}
+	slices.SortFunc(waiting, func(a, b *Turn) int { return cmp.Compare(a.Order, b.Order) })
+	for _, t := range waiting {
+		agent := t.Dispatch.TargetAgent.AgentID
+		p.queues[agent] = append(p.queues[agent], queued{order: t.Order, turnID: t.ID})
+	}
+}
+
 // NextQueued returns the oldest queued Turn of the agent, or nil.
 func (p *Project) NextQueued(agentID string) *Turn {
 	q := p.queues[agentID]
@@ -154,7 +165,3 @@ func (p *Project) NextQueued(agentID string) *Turn {
 
 // Queued returns how many Turns wait in the agent's queue.
 func (p *Project) Queued(agentID string) int { return len(p.queues[agentID]) }
-
-// DispatchKeyOf is the key of a dispatch in Project.DispatchKeys: dispatch
-// keys are scoped to their requester, so two requesters never collide on one.
-func DispatchKeyOf(requester, dispatchKey string) string { return requester + "\x00" + dispatchKey }

@@ -1,7 +1,9 @@
 package kernel
 
 import (
+	"crypto/subtle"
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -142,9 +144,6 @@ func (p *Project) evolveTurn(r Recorded) {
 	if t == nil {
 		return
 	}
-	if t.State == StateFinished && oldState != StateFinished {
-		p.slim(t) // snapshot.go
-	}
 	if old == nil {
 		if t.Dispatch.DispatchKey != "" {
 			p.DispatchKeys[DispatchKeyOf(t.Dispatch.RequestedBy.AgentID, t.Dispatch.DispatchKey)] = t.ID
@@ -177,3 +176,574 @@ func (t *Turn) holder() string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Turn states. The table of transitions is in the package doc; Decide is the
+// only place that enforces it.
+const (
+	StateQueued    = "queued"
+	StateClaimed   = "claimed"
+	StateSuspended = "suspended"
+	StateFinished  = "finished"
+)
+
+// TurnStates lists the Turn states in their order of the state table.
+func TurnStates() []string {
+	return []string{StateQueued, StateClaimed, StateSuspended, StateFinished}
+}
+
+// OutcomeStopped is the outcome of a Turn that a stop request ended while no
+// claim held it.
+const OutcomeStopped = "stopped"
+
+// Outcomes a claim holder may finish a Turn with.
+var Outcomes = []string{"succeeded", "failed", OutcomeStopped}
+
+// Event types of the turn aggregate. The name is written here once and never
+// derived from a Go type.
+const (
+	EvTurnDispatched     = "turn.dispatched"
+	EvTurnClaimed        = "turn.claimed"
+	EvTurnClaimRenewed   = "turn.claim_renewed"
+	EvTurnRecordAppended = "turn.record_appended"
+	EvTurnSuspended      = "turn.suspended"
+	EvTurnResumed        = "turn.resumed"
+	EvTurnFinished       = "turn.finished"
+	EvTurnStopRequested  = "turn.stop_requested"
+	EvTurnStopped        = "turn.stopped"
+	EvTurnClaimExpired   = "turn.claim_expired"
+)
+
+// turnEvents is the codec's table of the turn events: type and version, with the Go
+// type of their data.
+var turnEvents = map[codecKey]eventType{
+	{EvTurnDispatched, 1}:     {AggTurn, func() any { return new(TurnDispatched) }},
+	{EvTurnClaimed, 1}:        {AggTurn, func() any { return new(TurnClaimed) }},
+	{EvTurnClaimRenewed, 1}:   {AggTurn, func() any { return new(TurnClaimRenewed) }},
+	{EvTurnRecordAppended, 1}: {AggTurn, func() any { return new(TurnRecordAppended) }},
+	{EvTurnSuspended, 1}:      {AggTurn, func() any { return new(TurnSuspended) }},
+	{EvTurnResumed, 1}:        {AggTurn, func() any { return new(TurnResumed) }},
+	{EvTurnFinished, 1}:       {AggTurn, func() any { return new(TurnFinished) }},
+	{EvTurnStopRequested, 1}:  {AggTurn, func() any { return new(TurnStopRequested) }},
+	{EvTurnStopped, 1}:        {AggTurn, func() any { return new(TurnStopped) }},
+	{EvTurnClaimExpired, 1}:   {AggTurn, func() any { return new(TurnClaimExpired) }},
+}
+
+// TurnRef names a Turn of a project.
+type TurnRef struct {
+	ProjectID string `json:"project_id"`
+	TurnID    string `json:"turn_id"`
+}
+
+// Authority is how a Turn was authorised: a root request or a derivation from
+// a parent claim.
+type Authority struct {
+	Mode         string `json:"mode"` // AuthorityRoot or AuthorityChild
+	RequestID    string `json:"request_id,omitempty"`
+	ParentTurnID string `json:"parent_turn_id,omitempty"`
+	ParentClaim  string `json:"parent_claim_id,omitempty"`
+}
+
+// Authority modes.
+const (
+	AuthorityRoot  = "root_request"
+	AuthorityChild = "child_derivation"
+)
+
+// TurnDispatched: a Turn was created and queued for its target agent.
+type TurnDispatched struct {
+	TargetAgent AgentRef        `json:"target_agent"`
+	RequestedBy AgentRef        `json:"requested_by"`
+	Input       json.RawMessage `json:"input"`
+	TurnKind    string          `json:"turn_kind"`
+	DispatchKey string          `json:"dispatch_key"`
+	BodyHash    string          `json:"body_hash"`
+	Authority   Authority       `json:"authority"`
+	RootTurnID  string          `json:"root_turn_id"`
+	Depth       int             `json:"depth"`
+}
+
+// TurnClaimed: an agent took the Turn under a fenced lease. Only the claim
+// token's hash is kept.
+type TurnClaimed struct {
+	ClaimID   string    `json:"claim_id"`
+	AgentID   string    `json:"agent_id"`
+	TokenHash string    `json:"token_hash"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// TurnClaimRenewed: the claim's lease was extended.
+type TurnClaimRenewed struct {
+	ClaimID   string    `json:"claim_id"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// TurnRecordAppended: a semantic record was appended under the claim.
+type TurnRecordAppended struct {
+	ClaimID string          `json:"claim_id"`
+	TurnSeq uint64          `json:"turn_seq"`
+	Role    string          `json:"role"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// TurnSuspended: the claim holder suspended the Turn; the claim is released.
+type TurnSuspended struct {
+	ClaimID string `json:"claim_id"`
+}
+
+// TurnResumed: a suspended Turn went back to the queue.
+type TurnResumed struct {
+	RequestedBy AgentRef `json:"requested_by"`
+}
+
+// TurnFinished: the claim holder finished the Turn. The final record, when
+// there is a final payload, takes the next turn_seq.
+type TurnFinished struct {
+	ClaimID         string          `json:"claim_id"`
+	Outcome         string          `json:"outcome"`
+	FinalPayload    json.RawMessage `json:"final_payload"`
+	FinalRecordRole string          `json:"final_record_role"`
+	TurnSeq         uint64          `json:"turn_seq,omitempty"`
+}
+
+// TurnStopRequested: a stop was asked of a claimed Turn; the holder sees the
+// flag and is expected to finish.
+type TurnStopRequested struct {
+	RequestedBy AgentRef `json:"requested_by"`
+}
+
+// TurnStopped: a stop of an unclaimed Turn (queued or suspended) ended it.
+type TurnStopped struct {
+	RequestedBy AgentRef `json:"requested_by"`
+}
+
+// TurnClaimExpired: an expired claim was released. The Turn goes back to the
+// queue, or ends as stopped when a stop had been requested.
+type TurnClaimExpired struct {
+	ClaimID string `json:"claim_id"`
+	Stopped bool   `json:"stopped"`
+}
+
+// Dispatch creates a Turn.
+type Dispatch struct {
+	Common
+	TurnID      string
+	RequestedBy AgentRef
+	TargetAgent AgentRef
+	Input       json.RawMessage
+	TurnKind    string
+	DispatchKey string
+	Mode        string
+	RequestID   string
+	ParentClaim *ClaimToken
+	ParentHash  string // hash of ParentClaim.Token
+	BodyHash    string // hash of the request, for idempotency
+	MaxDepth    int
+}
+
+// Name is the command's stable name (see Command).
+func (Dispatch) Name() string { return "dispatch" }
+
+func (cmd Dispatch) decide(d decider) (*Event, error) {
+	if err := d.sameProject("requested_by", cmd.RequestedBy.ProjectID); err != nil {
+		return nil, err
+	}
+	if err := d.sameProject("target_agent", cmd.TargetAgent.ProjectID); err != nil {
+		return nil, err
+	}
+	if !ValidName(cmd.TurnKind) {
+		return nil, invalid("turn_kind must be a name of 1 to 128 characters without spaces")
+	}
+	if !keyPattern.MatchString(cmd.DispatchKey) {
+		return nil, invalid("dispatch_key must be 1 to 200 printable characters without spaces")
+	}
+	if err := objectField("input", cmd.Input, MaxPayloadBytes); err != nil {
+		return nil, err
+	}
+	if _, err := d.p.Check(d.c.Caller, d.now); err != nil {
+		return nil, err
+	}
+	// Who may dispatch is checked before the idempotency look-up, so that a
+	// repeated key never shows a Turn to a caller who could not have made it.
+	if err := d.actingAs(cmd.RequestedBy); err != nil {
+		return nil, err
+	}
+	if cmd.Mode == AuthorityRoot {
+		if err := d.p.require(d.c.Caller, d.now, GrantDispatch); err != nil {
+			return nil, err
+		}
+	}
+	if id, ok := d.p.DispatchKeys[DispatchKeyOf(cmd.RequestedBy.AgentID, cmd.DispatchKey)]; ok {
+		if d.p.Turn(id).Dispatch.BodyHash == cmd.BodyHash {
+			return nil, nil // the same dispatch again: the same Turn
+		}
+		return nil, Errorf(Conflict, "dispatch_key %q was used for turn %s with a different body", cmd.DispatchKey, id)
+	}
+	data := &TurnDispatched{
+		TargetAgent: cmd.TargetAgent, RequestedBy: cmd.RequestedBy, Input: cmd.Input,
+		TurnKind: cmd.TurnKind, DispatchKey: cmd.DispatchKey, BodyHash: cmd.BodyHash,
+		RootTurnID: cmd.TurnID,
+	}
+	switch cmd.Mode {
+	case AuthorityRoot:
+		if !keyPattern.MatchString(cmd.RequestID) {
+			return nil, invalid("authority.request_id must be 1 to 200 printable characters without spaces")
+		}
+		data.Authority = Authority{Mode: AuthorityRoot, RequestID: cmd.RequestID}
+	case AuthorityChild:
+		if cmd.ParentClaim == nil {
+			return nil, invalid("authority.parent_claim is required for child_derivation")
+		}
+		parent, err := d.fence(cmd.ParentClaim.TurnID, *cmd.ParentClaim, cmd.ParentHash)
+		if err != nil {
+			return nil, err
+		}
+		if cmd.ParentClaim.AgentID != cmd.RequestedBy.AgentID {
+			return nil, Errorf(Forbidden, "a child Turn is requested by the holder of its parent claim (%s)", cmd.ParentClaim.AgentID)
+		}
+		data.Depth = parent.Dispatch.Depth + 1
+		if data.Depth > cmd.MaxDepth {
+			return nil, Errorf(Invariant, "a child of turn %s would be at depth %d; the bound is %d", parent.ID, data.Depth, cmd.MaxDepth)
+		}
+		data.RootTurnID = parent.Dispatch.RootTurnID
+		data.Authority = Authority{Mode: AuthorityChild, ParentTurnID: parent.ID, ParentClaim: parent.Claim.ID}
+	default:
+		return nil, invalid("authority.mode must be %q or %q", AuthorityRoot, AuthorityChild)
+	}
+	target, err := d.agent(cmd.TargetAgent.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !target.Spec.Enabled:
+		return nil, Errorf(Invariant, "agent %s is disabled", cmd.TargetAgent.AgentID)
+	case !target.Spec.AcceptsWork:
+		return nil, Errorf(Invariant, "agent %s does not accept work", cmd.TargetAgent.AgentID)
+	case target.Drained:
+		return nil, Errorf(Invariant, "agent %s is drained and admits no new Turns", cmd.TargetAgent.AgentID)
+	}
+	return d.event(EvTurnDispatched, AggTurn, cmd.TurnID, data), nil
+}
+
+// DispatchHash fingerprints what a dispatch asks for, so that a repeated
+// dispatch_key can be told apart: the same request, or a different one.
+// meta and trace are context, not part of the request.
+func DispatchHash(cmd Dispatch) string {
+	parent := ""
+	if cmd.ParentClaim != nil {
+		parent = cmd.ParentClaim.TurnID + "/" + cmd.ParentClaim.AgentID
+	}
+	b, _ := json.Marshal([]any{
+		cmd.RequestedBy, cmd.TargetAgent, json.RawMessage(canonical(cmd.Input)), cmd.TurnKind,
+		cmd.Mode, cmd.RequestID, parent,
+	})
+	return HashSecret(string(b))
+}
+
+// canonical re-encodes JSON so that equal values give equal bytes (object
+// keys sorted, white space dropped, numbers kept as written).
+func canonical(raw json.RawMessage) []byte {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return raw
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	return b
+}
+
+// DispatchKeyOf is the key of a dispatch in Project.DispatchKeys: dispatch
+// keys are scoped to their requester, so two requesters never collide on one.
+func DispatchKeyOf(requester, dispatchKey string) string { return requester + "\x00" + dispatchKey }
+
+// ClaimNext claims the agent's oldest queued Turn, if its capacity allows.
+type ClaimNext struct {
+	Common
+	AgentID   string
+	Agent     *AgentRef
+	ClaimID   string
+	TokenHash string
+	ExpiresAt time.Time
+}
+
+// Name is the command's stable name (see Command).
+func (ClaimNext) Name() string { return "claim" }
+
+func (cmd ClaimNext) decide(d decider) (*Event, error) {
+	if _, err := d.p.Check(d.c.Caller, d.now); err != nil {
+		return nil, err
+	}
+	a, err := d.agent(cmd.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.bodyAgent(cmd.Agent, cmd.AgentID); err != nil {
+		return nil, err
+	}
+	if !d.c.Caller.Admin && d.c.Caller.AgentID != cmd.AgentID {
+		return nil, Errorf(Forbidden, "agent %s may not claim for agent %s", d.c.Caller.AgentID, cmd.AgentID)
+	}
+	if !a.Spec.Enabled || a.Drained || a.ActiveClaims >= a.Spec.Capacity {
+		return nil, nil
+	}
+	t := d.p.NextQueued(cmd.AgentID)
+	if t == nil {
+		return nil, nil
+	}
+	return d.event(EvTurnClaimed, AggTurn, t.ID, &TurnClaimed{
+		ClaimID: cmd.ClaimID, AgentID: cmd.AgentID, TokenHash: cmd.TokenHash, ExpiresAt: cmd.ExpiresAt.UTC(),
+	}), nil
+}
+
+// Renew extends a live claim to ExpiresAt.
+type Renew struct {
+	Common
+	Claim     ClaimToken
+	TokenHash string
+	ExpiresAt time.Time
+}
+
+// Name is the command's stable name (see Command).
+func (Renew) Name() string { return "renew" }
+
+func (cmd Renew) decide(d decider) (*Event, error) {
+	t, err := d.fence(cmd.Claim.TurnID, cmd.Claim, cmd.TokenHash)
+	if err != nil {
+		return nil, err
+	}
+	return d.event(EvTurnClaimRenewed, AggTurn, t.ID, &TurnClaimRenewed{ClaimID: t.Claim.ID, ExpiresAt: cmd.ExpiresAt.UTC()}), nil
+}
+
+// AppendRecord appends a semantic record under a live claim.
+type AppendRecord struct {
+	Common
+	TurnID    string
+	Claim     ClaimToken
+	TokenHash string
+	Role      string
+	Payload   json.RawMessage
+}
+
+// Name is the command's stable name (see Command).
+func (AppendRecord) Name() string { return "append_record" }
+
+func (cmd AppendRecord) decide(d decider) (*Event, error) {
+	t, err := d.fence(cmd.TurnID, cmd.Claim, cmd.TokenHash)
+	if err != nil {
+		return nil, err
+	}
+	if !ValidName(cmd.Role) {
+		return nil, invalid("role must be a name of 1 to 128 characters without spaces")
+	}
+	if err := objectField("payload", cmd.Payload, MaxPayloadBytes); err != nil {
+		return nil, err
+	}
+	return d.event(EvTurnRecordAppended, AggTurn, t.ID, &TurnRecordAppended{
+		ClaimID: t.Claim.ID, TurnSeq: t.TurnSeq + 1, Role: cmd.Role, Payload: cmd.Payload,
+	}), nil
+}
+
+// Suspend suspends a claimed Turn and releases its claim.
+type Suspend struct {
+	Common
+	TurnID    string
+	Claim     ClaimToken
+	TokenHash string
+}
+
+// Name is the command's stable name (see Command).
+func (Suspend) Name() string { return "suspend" }
+
+func (cmd Suspend) decide(d decider) (*Event, error) {
+	t, err := d.fence(cmd.TurnID, cmd.Claim, cmd.TokenHash)
+	if err != nil {
+		return nil, err
+	}
+	if t.StopRequested {
+		return nil, Errorf(Conflict, "a stop was requested for turn %s: finish it instead of suspending it", t.ID)
+	}
+	return d.event(EvTurnSuspended, AggTurn, t.ID, &TurnSuspended{ClaimID: t.Claim.ID}), nil
+}
+
+// Finish finishes a claimed Turn.
+type Finish struct {
+	Common
+	TurnID          string
+	Claim           ClaimToken
+	TokenHash       string
+	Outcome         string
+	FinalPayload    json.RawMessage
+	FinalRecordRole string
+}
+
+// Name is the command's stable name (see Command).
+func (Finish) Name() string { return "finish" }
+
+func (cmd Finish) decide(d decider) (*Event, error) {
+	t, err := d.fence(cmd.TurnID, cmd.Claim, cmd.TokenHash)
+	if err != nil {
+		return nil, err
+	}
+	known := false
+	for _, o := range Outcomes {
+		known = known || o == cmd.Outcome
+	}
+	if !known {
+		return nil, invalid("outcome must be one of %v", Outcomes)
+	}
+	data := &TurnFinished{ClaimID: t.Claim.ID, Outcome: cmd.Outcome}
+	if !IsNull(cmd.FinalPayload) {
+		if err := objectField("final_payload", cmd.FinalPayload, MaxPayloadBytes); err != nil {
+			return nil, err
+		}
+		if !ValidName(cmd.FinalRecordRole) {
+			return nil, invalid("final_record_role must be a name of 1 to 128 characters without spaces when final_payload is given")
+		}
+		data.FinalPayload, data.FinalRecordRole, data.TurnSeq = cmd.FinalPayload, cmd.FinalRecordRole, t.TurnSeq+1
+	} else if cmd.FinalRecordRole != "" && !ValidName(cmd.FinalRecordRole) {
+		return nil, invalid("final_record_role must be a name of 1 to 128 characters without spaces")
+	}
+	return d.event(EvTurnFinished, AggTurn, t.ID, data), nil
+}
+
+// Stop requests a stop of a Turn.
+type Stop struct {
+	Common
+	TurnID      string
+	RequestedBy AgentRef
+}
+
+// Name is the command's stable name (see Command).
+func (Stop) Name() string { return "stop" }
+
+func (cmd Stop) decide(d decider) (*Event, error) {
+	t, err := d.managed(cmd.TurnID, cmd.RequestedBy)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case t.State == StateFinished:
+		return nil, Errorf(Conflict, "turn %s is already finished", t.ID)
+	case t.State == StateClaimed && d.now.Before(t.Claim.ExpiresAt):
+		if t.StopRequested {
+			return nil, nil
+		}
+		return d.event(EvTurnStopRequested, AggTurn, t.ID, &TurnStopRequested{RequestedBy: cmd.RequestedBy}), nil
+	default: // queued, suspended, or held by an expired claim: nobody works on it
+		return d.event(EvTurnStopped, AggTurn, t.ID, &TurnStopped{RequestedBy: cmd.RequestedBy}), nil
+	}
+}
+
+// Resume returns a suspended Turn to its agent's queue.
+type Resume struct {
+	Common
+	TurnID      string
+	RequestedBy AgentRef
+}
+
+// Name is the command's stable name (see Command).
+func (Resume) Name() string { return "resume" }
+
+func (cmd Resume) decide(d decider) (*Event, error) {
+	t, err := d.managed(cmd.TurnID, cmd.RequestedBy)
+	if err != nil {
+		return nil, err
+	}
+	if t.State != StateSuspended {
+		return nil, Errorf(Conflict, "turn %s is %s; only a suspended Turn can be resumed", t.ID, t.State)
+	}
+	return d.event(EvTurnResumed, AggTurn, t.ID, &TurnResumed{RequestedBy: cmd.RequestedBy}), nil
+}
+
+// ExpireClaim releases the Turn's claim if it has expired at the time of
+// the decision.
+type ExpireClaim struct {
+	Common
+	TurnID string
+}
+
+// Name is the command's stable name (see Command).
+func (ExpireClaim) Name() string { return "expire_claim" }
+
+func (cmd ExpireClaim) decide(d decider) (*Event, error) {
+	if _, err := d.p.Check(d.c.Caller, d.now); err != nil {
+		return nil, err
+	}
+	t, err := d.turn(cmd.TurnID)
+	if err != nil {
+		return nil, err
+	}
+	if t.State != StateClaimed || t.Claim == nil || d.now.Before(t.Claim.ExpiresAt) {
+		return nil, nil
+	}
+	return d.event(EvTurnClaimExpired, AggTurn, t.ID, &TurnClaimExpired{ClaimID: t.Claim.ID, Stopped: t.StopRequested}), nil
+}
+
+// ReconcileExpired is claims:reconcile-expired as far as idempotency
+// keys go: it is not decided itself (each release is an ExpireClaim,
+// carrying the reconcile's key), but its key is remembered under its
+// name, so a retry answers the Turns the first request released.
+type ReconcileExpired struct{ Common }
+
+// Name is the command's stable name (see Command).
+func (ReconcileExpired) Name() string { return "reconcile_expired" }
+
+func (ReconcileExpired) decide(decider) (*Event, error) {
+	return nil, Errorf(Internal, "claims:reconcile-expired is decided one ExpireClaim at a time")
+}
+
+// fence checks a claim token against the Turn's live claim. A stale, expired,
+// foreign or forged token is a FencingError.
+func (d decider) fence(turnID string, tok ClaimToken, hash string) (*Turn, error) {
+	if _, err := d.p.Check(d.c.Caller, d.now); err != nil {
+		return nil, err
+	}
+	if err := d.sameProject("claim", tok.ProjectID); err != nil {
+		return nil, err
+	}
+	if tok.TurnID != turnID {
+		return nil, Errorf(Fencing, "the claim token is for turn %s, not %s", tok.TurnID, turnID)
+	}
+	t, err := d.turn(turnID)
+	if err != nil {
+		return nil, err
+	}
+	cl := t.Claim
+	if cl == nil || t.State != StateClaimed {
+		return nil, Errorf(Fencing, "turn %s has no live claim (state %s)", turnID, t.State)
+	}
+	if cl.AgentID != tok.AgentID || subtle.ConstantTimeCompare([]byte(cl.TokenHash), []byte(hash)) != 1 {
+		return nil, Errorf(Fencing, "the claim token does not hold the current claim of turn %s", turnID)
+	}
+	if !d.now.Before(cl.ExpiresAt) {
+		return nil, Errorf(Fencing, "the claim of turn %s expired at %s", turnID, cl.ExpiresAt.Format(time.RFC3339))
+	}
+	if !d.c.Caller.Admin && d.c.Caller.AgentID != cl.AgentID {
+		return nil, Errorf(Fencing, "the claim of turn %s is held by agent %s, not %s", turnID, cl.AgentID, d.c.Caller.AgentID)
+	}
+	return t, nil
+}
+
+// managed finds the Turn a management command (stop, resume) acts on and
+// applies its write guard: the admin, a holder of the management grant, and
+// the Turn's requester and target agent may manage it, each as itself.
+func (d decider) managed(turnID string, by AgentRef) (*Turn, error) {
+	t, err := d.turn(turnID)
+	if err != nil {
+		return nil, err
+	}
+	a, err := d.p.Check(d.c.Caller, d.now)
+	if err != nil {
+		return nil, err
+	}
+	if id := d.c.Caller.AgentID; a != nil && !a.Has(GrantManage) && !involved(t, id) {
+		return nil, Errorf(Forbidden, "agent %s may not manage turn %s", id, t.ID)
+	}
+	if err := d.actingAs(by); err != nil {
+		return nil, err
+	}
+	return t, nil
+}

@@ -150,3 +150,21 @@ func search(v any, path, key string) (string, bool) {
 	}
 	return "", false
 }
+
+// WorkMemoryReport is the work-memory report manifest of the spec.
+type WorkMemoryReport struct {
+	Kind              string             `json:"kind"`
+	RequestID         string             `json:"request_id"`
+	Summary           string             `json:"summary"`
+	Records           []WorkMemoryRecord `json:"records"`
+	FinalPayload      json.RawMessage    `json:"final_payload"`
+	DeclaredProjectID string             `json:"declared_project_id"`
+	DeclaredAgentID   string             `json:"declared_agent_id"`
+}
+
+// WorkMemoryRecord is one record of a work-memory report.
+type WorkMemoryRecord struct {
+	Role       string          `json:"role"`
+	Payload    json.RawMessage `json:"payload"`
+	SourceRefs []any           `json:"source_refs"`
+}

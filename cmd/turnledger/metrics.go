@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/kernel"
 )
@@ -128,7 +129,7 @@ func (s *service) claimCounts() (live, expired int) {
 
 // timedLedger times the appends of the engine's ledger.
 type timedLedger struct {
-	kernel.Ledger
+	engine.Ledger
 	h prometheus.Histogram
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
 	"github.com/turnledger/turnledger/projection"
@@ -130,7 +131,7 @@ func (w *writeModels) ReadAll(ctx context.Context, after uint64, fn func([]kerne
 			}
 			p := w.projects[r.Event.ProjectID]
 			if p == nil {
-				p = kernel.NewProject(r.Event.ProjectID)
+				p = engine.NewProject(r.Event.ProjectID)
 				w.projects[r.Event.ProjectID] = p
 			}
 			kernel.Evolve(p, r)
@@ -146,7 +147,7 @@ func (w *writeModels) save(path string) error {
 		return err
 	}
 	for id, p := range w.projects {
-		data, err := kernel.EncodeSnapshot(p)
+		data, err := engine.EncodeSnapshot(p)
 		if err == nil {
 			err = st.SaveSnapshot(id, p.Seq, data)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/turnledger/turnledger/console"
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
@@ -37,7 +38,7 @@ type serviceConfig struct {
 	Sync         ledger.Sync   // durability of the embedded server (--sync)
 	ProjSync     string        // projectionSyncCommit or projectionSyncClose (--projection-sync)
 	Limits       limits
-	Kernel       kernel.Config
+	Kernel       engine.Config
 	Ledger       ledger.Config
 	Logger       *slog.Logger
 	RequestLog   bool      // one log line per request (httpapi.RequestLog)
@@ -57,7 +58,7 @@ func defaultServiceConfig() serviceConfig {
 		Sync:         ledger.SyncAlways,
 		ProjSync:     projectionSyncClose,
 		Limits:       defaultLimits(),
-		Kernel:       kernel.DefaultConfig(),
+		Kernel:       engine.DefaultConfig(),
 		Ledger:       ledger.DefaultConfig(),
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		Lag:          lagBounds{Events: maxProjectionLag, Stall: maxProjectionStall},
@@ -72,9 +73,9 @@ type service struct {
 	nc        *nats.Conn
 	ledger    *ledger.Store
 	store     *projection.Store
-	engine    *kernel.Engine
+	engine    *engine.Engine
 	projector *projection.Projector
-	reaper    *kernel.Reaper
+	reaper    *engine.Reaper
 	api       *httpapi.Server
 	http      *http.Server
 	listener  net.Listener
@@ -126,7 +127,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 		s.healUntil = head
 	}
 	metrics := newMetrics() // the one Prometheus registry (metrics.go)
-	if s.engine, err = kernel.NewEngine(timedLedger{s.ledger, metrics.appends}, cfg.Kernel); err != nil {
+	if s.engine, err = engine.New(timedLedger{s.ledger, metrics.appends}, cfg.Kernel); err != nil {
 		return nil, err
 	}
 	s.engine.KeepSnapshots(s.store, snapshotEvery)
@@ -156,7 +157,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 			cfg.Logger.Warn("load write models", "err", err)
 		}
 	}()
-	s.reaper = kernel.NewReaper(s.engine, s.store, cfg.ReapInterval, cfg.Logger)
+	s.reaper = engine.NewReaper(s.engine, s.store, cfg.ReapInterval, cfg.Logger)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -270,7 +271,7 @@ type readiness struct {
 	Status      string              `json:"status"` // "ready" or "not_ready"
 	Backend     ledger.Report       `json:"backend"`
 	Projections projection.Health   `json:"projections"`
-	Reaper      kernel.ReaperStatus `json:"reaper"`
+	Reaper      engine.ReaperStatus `json:"reaper"`
 	// Stream is the ledger stream's own status: its replicas, storage and
 	// leader (absent when it cannot be read).
 	Stream *ledger.StreamStatus `json:"stream,omitempty"`
@@ -373,5 +374,5 @@ func redactURL(s string) string {
 var (
 	_ projection.Source = (*ledger.Store)(nil)
 	_ projection.Reader = (*ledger.Store)(nil)
-	_ kernel.Ledger     = (*ledger.Store)(nil)
+	_ engine.Ledger     = (*ledger.Store)(nil)
 )

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
@@ -61,14 +62,14 @@ func Start(t testing.TB, cfg Config) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kcfg := kernel.DefaultConfig()
+	kcfg := engine.DefaultConfig()
 	if cfg.ClaimTTL > 0 {
 		kcfg.ClaimTTL = cfg.ClaimTTL
 	}
 	if cfg.Now != nil {
 		kcfg.Now = cfg.Now
 	}
-	engine, err := kernel.NewEngine(l, kcfg)
+	engine, err := engine.New(l, kcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

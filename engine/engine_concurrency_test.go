@@ -1,4 +1,4 @@
-package kernel_test
+package engine_test
 
 import (
 	"sync"

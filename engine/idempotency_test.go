@@ -1,4 +1,4 @@
-package kernel_test
+package engine_test
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/kernel"
 )
 
 // failingLedger fails the next Append as Unavailable, as a full disk
 // would, and otherwise passes through.
 type failingLedger struct {
-	kernel.Ledger
+	engine.Ledger
 	mu   sync.Mutex
 	fail bool
 }
@@ -40,7 +41,7 @@ func TestFailedCommandIsNotRemembered(t *testing.T) {
 	engines, l := newEngines(t, 1)
 	register(t, engines[0], "worker", 1)
 	fl := &failingLedger{Ledger: l, fail: true}
-	e, err := kernel.NewEngine(fl, kernel.DefaultConfig())
+	e, err := engine.New(fl, engine.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestConcurrentRetriesAcrossEnginesAppendOnce(t *testing.T) {
 }
 
 // alwaysStale is a ledger on which every append loses the race.
-type alwaysStale struct{ kernel.Ledger }
+type alwaysStale struct{ engine.Ledger }
 
 func (alwaysStale) Append(context.Context, string, uint64, kernel.Event) (uint64, error) {
 	return 0, kernel.ErrStale
@@ -109,9 +110,9 @@ func (alwaysStale) Append(context.Context, string, uint64, kernel.Event) (uint64
 func TestLostRacesEndUnavailable(t *testing.T) {
 	engines, l := newEngines(t, 1)
 	register(t, engines[0], "worker", 1)
-	cfg := kernel.DefaultConfig()
+	cfg := engine.DefaultConfig()
 	cfg.MaxAttempts = 3
-	e, err := kernel.NewEngine(alwaysStale{l}, cfg)
+	e, err := engine.New(alwaysStale{l}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
-package kernel
+package engine
 
 import (
+	"github.com/turnledger/turnledger/kernel"
+
 	"context"
 	"time"
 )
@@ -44,7 +46,7 @@ func (e *Engine) awaitLoad(ctx context.Context, s *slot, wait time.Duration) err
 	select {
 	case <-done:
 	case <-timeout:
-		return Errorf(Unavailable, "project %s is still loading its write model; retry after the time in Retry-After", s.id)
+		return kernel.Errorf(kernel.Unavailable, "project %s is still loading its write model; retry after the time in Retry-After", s.id)
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -1,4 +1,4 @@
-package kernel_test
+package engine_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/internal/testclock"
 	"github.com/turnledger/turnledger/kernel"
@@ -17,17 +18,17 @@ import (
 
 // newEngines starts n engines, each over its own connection and ledger Store,
 // on one embedded NATS server: n service instances that share only NATS.
-func newEngines(t *testing.T, n int) ([]*kernel.Engine, *ledger.Store) {
+func newEngines(t *testing.T, n int) ([]*engine.Engine, *ledger.Store) {
 	t.Helper()
-	return newEnginesWith(t, n, func(*kernel.Config) {})
+	return newEnginesWith(t, n, func(*engine.Config) {})
 }
 
 // newEnginesWith is newEngines with the engines' configuration changed by
 // set.
-func newEnginesWith(t *testing.T, n int, set func(*kernel.Config)) ([]*kernel.Engine, *ledger.Store) {
+func newEnginesWith(t *testing.T, n int, set func(*engine.Config)) ([]*engine.Engine, *ledger.Store) {
 	t.Helper()
 	srv := natstest.Start(t)
-	var engines []*kernel.Engine
+	var engines []*engine.Engine
 	var first *ledger.Store
 	for i := 0; i < n; i++ {
 		cfg := ledger.DefaultConfig()
@@ -39,10 +40,10 @@ func newEnginesWith(t *testing.T, n int, set func(*kernel.Config)) ([]*kernel.En
 		if first == nil {
 			first = l
 		}
-		kcfg := kernel.DefaultConfig()
+		kcfg := engine.DefaultConfig()
 		kcfg.MaxAttempts = 1000
 		set(&kcfg)
-		e, err := kernel.NewEngine(l, kcfg)
+		e, err := engine.New(l, kcfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +54,7 @@ func newEnginesWith(t *testing.T, n int, set func(*kernel.Config)) ([]*kernel.En
 
 var admin = kernel.Common{Caller: kernel.Caller{Admin: true}}
 
-func register(t *testing.T, e *kernel.Engine, id string, capacity int) {
+func register(t *testing.T, e *engine.Engine, id string, capacity int) {
 	t.Helper()
 	_, err := e.Execute(t.Context(), "p1", kernel.RegisterAgent{Common: admin, Spec: kernel.AgentSpec{
 		AgentID: id, Role: "worker", Enabled: true, AcceptsWork: true, Capacity: capacity, PublicMetadata: json.RawMessage(`{}`),
@@ -63,7 +64,7 @@ func register(t *testing.T, e *kernel.Engine, id string, capacity int) {
 	}
 }
 
-func dispatch(e *kernel.Engine, key string) (kernel.DispatchResult, error) {
+func dispatch(e *engine.Engine, key string) (engine.DispatchResult, error) {
 	return e.Dispatch(context.Background(), "p1", kernel.Dispatch{Common: admin,
 		RequestedBy: kernel.AgentRef{ProjectID: "p1", AgentID: "req"}, TargetAgent: kernel.AgentRef{ProjectID: "p1", AgentID: "worker"},
 		Input: json.RawMessage(`{}`), TurnKind: "k", DispatchKey: key, Mode: kernel.AuthorityRoot, RequestID: key})
@@ -227,7 +228,7 @@ func BenchmarkEngineExecute(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := kernel.NewEngine(l, kernel.DefaultConfig())
+	e, err := engine.New(l, engine.DefaultConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func BenchmarkEngineExecute(b *testing.B) {
 // differ, and the id is 32 hex digits after "turn_" as before.
 func TestTurnIDsSortByTime(t *testing.T) {
 	clock := &testclock.Offset{}
-	engines, _ := newEnginesWith(t, 1, func(c *kernel.Config) { c.Now = clock.Now })
+	engines, _ := newEnginesWith(t, 1, func(c *engine.Config) { c.Now = clock.Now })
 	e := engines[0]
 	register(t, e, "worker", 6)
 	register(t, e, "req", 1)

@@ -1,11 +1,12 @@
-package kernel
+package engine
 
 import (
+	"github.com/turnledger/turnledger/kernel"
+
 	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"runtime/debug"
@@ -97,12 +98,12 @@ func (e *Engine) saveSnapshot(s *slot) error {
 
 // fromSnapshot returns the project's write model from its snapshot, checked
 // against the ledger, or nil when there is no usable one.
-func (e *Engine) fromSnapshot(ctx context.Context, id string) (*Project, error) {
+func (e *Engine) fromSnapshot(ctx context.Context, id string) (*kernel.Project, error) {
 	last, err := e.ledger.LastSeq(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", id, err)
 	}
-	var p *Project
+	var p *kernel.Project
 	err = e.snaps.LoadSnapshot(id, func(seq uint64, data []byte) error {
 		if seq == 0 || seq > last {
 			return nil // none, or taken from another ledger
@@ -122,38 +123,38 @@ func (e *Engine) fromSnapshot(ctx context.Context, id string) (*Project, error) 
 }
 
 type snapshot struct {
-	V            int                    `json:"v"`
-	Seq          uint64                 `json:"seq"`
-	Agents       map[string]*Agent      `json:"agents"`
-	Credentials  map[string]*Credential `json:"credentials"`
-	Turns        []snapTurn             `json:"turns"` // all but the slim ones
-	Slim         int                    `json:"slim"`  // slim finished Turns, in the binary part (snapbin.go)
-	DispatchKeys map[string]string      `json:"dispatch_keys"`
-	Invites      map[string]*Invite     `json:"invites"`
-	InviteCodes  map[string]string      `json:"invite_codes"`
+	V            int                           `json:"v"`
+	Seq          uint64                        `json:"seq"`
+	Agents       map[string]*kernel.Agent      `json:"agents"`
+	Credentials  map[string]*kernel.Credential `json:"credentials"`
+	Turns        []snapTurn                    `json:"turns"` // all but the slim ones
+	Slim         int                           `json:"slim"`  // slim finished Turns, in the binary part (snapbin.go)
+	DispatchKeys map[string]string             `json:"dispatch_keys"`
+	Invites      map[string]*kernel.Invite     `json:"invites"`
+	InviteCodes  map[string]string             `json:"invite_codes"`
 	// Idem is the memory of recent idempotency keys, oldest first: a retry
 	// after a restart from this snapshot still answers its first result.
-	Idem []*Answer `json:"idem"`
+	Idem []*kernel.Answer `json:"idem"`
 }
 
 // snapTurn is a Turn in a snapshot: short names, empty fields left out.
 type snapTurn struct {
-	ID              string          `json:"i"`
-	Order           uint64          `json:"o"`
-	Dispatch        TurnDispatched  `json:"d"`
-	State           string          `json:"s"`
-	Outcome         string          `json:"oc,omitempty"`
-	StopRequested   bool            `json:"sr,omitempty"`
-	StopRequestedAt *time.Time      `json:"sa,omitempty"`
-	Claim           *Claim          `json:"c,omitempty"`
-	Attempts        int             `json:"a,omitempty"`
-	TurnSeq         uint64          `json:"ts,omitempty"`
-	FinalPayload    json.RawMessage `json:"fp,omitempty"`
-	FinalRecordRole *string         `json:"fr,omitempty"`
-	CreatedAt       *time.Time      `json:"ca,omitempty"`
-	UpdatedAt       *time.Time      `json:"ua,omitempty"`
-	FinishedAt      *time.Time      `json:"fa,omitempty"`
-	Seq             uint64          `json:"q"`
+	ID              string                `json:"i"`
+	Order           uint64                `json:"o"`
+	Dispatch        kernel.TurnDispatched `json:"d"`
+	State           string                `json:"s"`
+	Outcome         string                `json:"oc,omitempty"`
+	StopRequested   bool                  `json:"sr,omitempty"`
+	StopRequestedAt *time.Time            `json:"sa,omitempty"`
+	Claim           *kernel.Claim         `json:"c,omitempty"`
+	Attempts        int                   `json:"a,omitempty"`
+	TurnSeq         uint64                `json:"ts,omitempty"`
+	FinalPayload    json.RawMessage       `json:"fp,omitempty"`
+	FinalRecordRole *string               `json:"fr,omitempty"`
+	CreatedAt       *time.Time            `json:"ca,omitempty"`
+	UpdatedAt       *time.Time            `json:"ua,omitempty"`
+	FinishedAt      *time.Time            `json:"fa,omitempty"`
+	Seq             uint64                `json:"q"`
 }
 
 func timeOrNil(t time.Time) *time.Time {
@@ -165,25 +166,28 @@ func timeOrNil(t time.Time) *time.Time {
 
 // EncodeSnapshot encodes p as a snapshot, for a Snapshots store: what the
 // engine saves, for a tool that folds write models itself (replay).
-func EncodeSnapshot(p *Project) ([]byte, error) { return encodeSnapshot(p) }
+func EncodeSnapshot(p *kernel.Project) ([]byte, error) { return encodeSnapshot(p) }
 
-func encodeSnapshot(p *Project) ([]byte, error) {
+func encodeSnapshot(p *kernel.Project) ([]byte, error) {
 	s := snapshot{V: snapshotVersion, Seq: p.Seq, Agents: p.Agents, Credentials: p.Credentials,
-		DispatchKeys: p.DispatchKeys, Invites: p.Invites, InviteCodes: p.InviteCodes, Idem: p.idem.order,
+		DispatchKeys: p.DispatchKeys, Invites: p.Invites, InviteCodes: p.InviteCodes, Idem: p.Answers(),
 		Turns: make([]snapTurn, 0, len(p.Turns))}
 	// In order of turn id, so that equal write models give equal bytes.
+	packed, ok := p.Finished.(*packedTurns)
+	if !ok {
+		// A write model that keeps its finished Turns otherwise: pack them.
+		packed = newPackedTurns()
+		if p.Finished != nil {
+			p.Finished.Each(packed.Put)
+		}
+	}
 	var slims []byte
-	for _, id := range slices.Sorted(maps.Keys(p.done)) {
+	for _, id := range slices.Sorted(maps.Keys(packed.done)) {
 		s.Slim++
-		slims = append(slims, p.done[id]...)
+		slims = append(slims, packed.done[id]...)
 	}
 	for _, id := range slices.Sorted(maps.Keys(p.Turns)) {
 		t := p.Turns[id]
-		if slimShaped(t) {
-			s.Slim++
-			slims = appendSlim(slims, t)
-			continue
-		}
 		s.Turns = append(s.Turns, snapTurn{ID: t.ID, Order: t.Order, Dispatch: t.Dispatch, State: t.State, Outcome: t.Outcome,
 			StopRequested: t.StopRequested, StopRequestedAt: t.StopRequestedAt, Claim: t.Claim, Attempts: t.Attempts,
 			TurnSeq: t.TurnSeq, FinalPayload: t.FinalPayload, FinalRecordRole: t.FinalRecordRole,
@@ -199,7 +203,7 @@ func encodeSnapshot(p *Project) ([]byte, error) {
 	return append(append(out, head...), slims...), nil
 }
 
-func decodeSnapshot(id string, data []byte) (*Project, error) {
+func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
 	n, k := binary.Uvarint(data)
 	if k <= 0 || n > uint64(len(data)-k) {
 		return nil, errSnapshotBinary
@@ -221,20 +225,13 @@ func decodeSnapshot(id string, data []byte) (*Project, error) {
 		}
 	}
 	p.Agents, p.Credentials, p.DispatchKeys, p.Invites, p.InviteCodes = s.Agents, s.Credentials, s.DispatchKeys, s.Invites, s.InviteCodes
-	for _, a := range s.Idem {
-		if a == nil {
-			return nil, errors.New("snapshot with an empty idempotency answer")
-		}
-		if p.idem.byRef == nil {
-			p.idem.byRef = map[digest]*Answer{}
-		}
-		p.idem.byRef[a.Ref] = a // a later answer under the same key wins, as in the fold
-		p.idem.order = append(p.idem.order, a)
+	if err := p.RestoreAnswers(s.Idem); err != nil {
+		return nil, err
 	}
-	var queued []*Turn
+	packed := p.Finished.(*packedTurns)
 	for i := range s.Turns {
 		st := &s.Turns[i]
-		t := &Turn{ID: st.ID, Order: st.Order, Dispatch: st.Dispatch, State: st.State, Outcome: st.Outcome,
+		t := &kernel.Turn{ID: st.ID, Order: st.Order, Dispatch: st.Dispatch, State: st.State, Outcome: st.Outcome,
 			StopRequested: st.StopRequested, StopRequestedAt: st.StopRequestedAt, Claim: st.Claim, Attempts: st.Attempts,
 			TurnSeq: st.TurnSeq, FinalPayload: st.FinalPayload, FinalRecordRole: st.FinalRecordRole,
 			FinishedAt: st.FinishedAt, Seq: st.Seq}
@@ -247,79 +244,24 @@ func decodeSnapshot(id string, data []byte) (*Project, error) {
 		if string(t.Dispatch.Input) == "null" {
 			t.Dispatch.Input = nil // a slim Turn's
 		}
-		p.Turns[t.ID] = t
-		if t.State == StateQueued {
-			queued = append(queued, t)
+		if t.State == kernel.StateFinished {
+			packed.Put(t) // a finished Turn kept whole by an older build
+			continue
 		}
-		p.claims.track(t)
+		p.Turns[t.ID] = t
 	}
+	p.Reindex()
 	r := slimReader{b: slims}
-	if s.Slim > 0 {
-		p.done = make(map[string][]byte, s.Slim)
-	}
 	for range s.Slim {
 		rest := r.b
 		id := r.next()
 		if r.err != nil {
 			return nil, r.err
 		}
-		p.done[string(id)] = bytes.Clone(rest[:len(rest)-len(r.b)]) // the data is the file's: copy
+		packed.done[string(id)] = bytes.Clone(rest[:len(rest)-len(r.b)]) // the data is the file's: copy
 	}
 	if len(r.b) != 0 {
 		return nil, errSnapshotBinary
 	}
-	slices.SortFunc(queued, func(a, b *Turn) int { return compareU64(a.Order, b.Order) })
-	for _, t := range queued {
-		agent := t.Dispatch.TargetAgent.AgentID
-		p.queues[agent] = append(p.queues[agent], queued1(t))
-	}
 	return p, nil
-}
-
-func queued1(t *Turn) queued { return queued{order: t.Order, turnID: t.ID} }
-
-func compareU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// slim drops from a finished Turn what no decision reads again: its input,
-// final payload and record role, and its times. The projections keep all of
-// it for readers.
-// The strings it keeps that many Turns share (project and agent ids, kind,
-// mode, outcome) are interned in p, and a root Turn's RootTurnID shares its
-// ID's bytes: a finished Turn is most of a long ledger's write model.
-func (p *Project) slim(t *Turn) {
-	t.Dispatch.Input, t.FinalPayload, t.FinalRecordRole = nil, nil, nil
-	t.StopRequestedAt, t.FinishedAt = nil, nil
-	t.CreatedAt, t.UpdatedAt = time.Time{}, time.Time{}
-	d := &t.Dispatch
-	for _, s := range []*string{&d.TargetAgent.ProjectID, &d.TargetAgent.AgentID, &d.RequestedBy.ProjectID,
-		&d.RequestedBy.AgentID, &d.TurnKind, &d.Authority.Mode, &t.Outcome} {
-		*s = p.intern(*s)
-	}
-	if d.RootTurnID == t.ID {
-		d.RootTurnID = t.ID
-	}
-}
-
-// intern returns the project's copy of s. The table only grows with the
-// distinct values of the fields slim interns: agents, kinds, outcomes.
-func (p *Project) intern(s string) string {
-	if s == "" {
-		return s
-	}
-	if v, ok := p.strs[s]; ok {
-		return v
-	}
-	if p.strs == nil {
-		p.strs = map[string]string{}
-	}
-	p.strs[s] = s
-	return s
 }

@@ -1,25 +1,17 @@
-package kernel
+package engine
 
 import (
+	"github.com/turnledger/turnledger/kernel"
+
 	"encoding/binary"
 	"errors"
-	"time"
 )
 
 // The binary part of a snapshot: the slim finished Turns, most of a long
 // ledger's write model, one after the other as length-prefixed strings and
 // varints. Decoding JSON of 250k Turns took seconds; this takes a fraction.
-// A finished Turn that is not exactly slim (an event changed it after its
-// finish) goes to the JSON part instead.
 
-// slimShaped reports whether t holds nothing but what the binary part keeps.
-func slimShaped(t *Turn) bool {
-	return t.State == StateFinished && t.Dispatch.Input == nil && t.StopRequestedAt == nil && t.Claim == nil &&
-		t.FinalPayload == nil && t.FinalRecordRole == nil && t.FinishedAt == nil &&
-		t.CreatedAt == (time.Time{}) && t.UpdatedAt == (time.Time{})
-}
-
-func appendSlim(b []byte, t *Turn) []byte {
+func appendSlim(b []byte, t *kernel.Turn) []byte {
 	d := &t.Dispatch
 	root := d.RootTurnID
 	flags := uint64(0)
@@ -48,8 +40,9 @@ var errSnapshotBinary = errors.New("kernel: damaged binary part of a snapshot")
 
 // slimReader decodes what appendSlim wrote.
 type slimReader struct {
-	b   []byte
-	err error
+	b    []byte
+	strs map[string]string // interned strings (packedTurns.strs), or nil
+	err  error
 }
 
 func (r *slimReader) uvarint() uint64 {
@@ -72,7 +65,7 @@ func (r *slimReader) varint() int64 {
 	return v
 }
 
-func (r *slimReader) str(p *Project) string {
+func (r *slimReader) str() string {
 	n := r.uvarint()
 	if n > uint64(len(r.b)) {
 		r.err, r.b = errSnapshotBinary, nil
@@ -80,7 +73,7 @@ func (r *slimReader) str(p *Project) string {
 	}
 	raw := r.b[:n]
 	r.b = r.b[n:]
-	if v, ok := p.strs[string(raw)]; ok { // no allocation for the look-up
+	if v, ok := r.strs[string(raw)]; ok { // no allocation for the look-up
 		return v
 	}
 	return string(raw)
@@ -109,15 +102,15 @@ func (r *slimReader) next() (id []byte) {
 	return id
 }
 
-func (r *slimReader) turn(p *Project) *Turn {
+func (r *slimReader) turn() *kernel.Turn {
 	flags := r.uvarint()
-	t := &Turn{State: StateFinished}
+	t := &kernel.Turn{State: kernel.StateFinished}
 	d := &t.Dispatch
 	var root string
 	for _, s := range []*string{&t.ID, &d.TargetAgent.ProjectID, &d.TargetAgent.AgentID, &d.RequestedBy.ProjectID, &d.RequestedBy.AgentID,
 		&d.TurnKind, &d.DispatchKey, &d.BodyHash, &d.Authority.Mode, &d.Authority.RequestID, &d.Authority.ParentTurnID,
 		&d.Authority.ParentClaim, &root, &t.Outcome} {
-		*s = r.str(p)
+		*s = r.str()
 	}
 	t.Order = r.uvarint()
 	d.Depth = int(r.varint())

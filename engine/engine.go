@@ -1,16 +1,15 @@
-package kernel
+package engine
 
 import (
+	"github.com/turnledger/turnledger/kernel"
+
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +21,10 @@ type Ledger interface {
 	// Append appends e if the last ledger_seq among the project's events is
 	// expectLast (0: the project has none), and returns its ledger_seq. A
 	// lost race returns an error that errors.Is ErrStale.
-	Append(ctx context.Context, project string, expectLast uint64, e Event) (uint64, error)
+	Append(ctx context.Context, project string, expectLast uint64, e kernel.Event) (uint64, error)
 	// ReadProject calls fn for every event of the project after the given
 	// ledger_seq, in order, and returns the last ledger_seq seen.
-	ReadProject(ctx context.Context, project string, after uint64, fn func(Recorded) error) (uint64, error)
+	ReadProject(ctx context.Context, project string, after uint64, fn func(kernel.Recorded) error) (uint64, error)
 	// LastSeq returns the ledger_seq of the project's last event (0 if none).
 	LastSeq(ctx context.Context, project string) (uint64, error)
 }
@@ -114,7 +113,7 @@ type Engine struct {
 type slot struct {
 	id     string
 	mu     sync.RWMutex // read: decisions that change nothing (authentication, read policy); write: the rest
-	p      *Project
+	p      *kernel.Project
 	loaded atomic.Bool  // set once, under mu, when p has been folded
 	probe  lastSeqProbe // look-ups of the project's last ledger_seq, outside mu
 	auth   authState    // what Authenticate reads, without mu (authview.go)
@@ -127,8 +126,8 @@ type slot struct {
 	snapSeq uint64 // ledger_seq of the project's last snapshot; guarded by mu
 }
 
-// NewEngine returns an engine over the ledger.
-func NewEngine(l Ledger, cfg Config) (*Engine, error) {
+// New returns an engine over the ledger.
+func New(l Ledger, cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -158,7 +157,7 @@ func (e *Engine) Projects() []string {
 }
 
 // with runs fn on the project's caught-up state under its lock.
-func (e *Engine) with(ctx context.Context, project string, fresh bool, fn func(*Project) error) error {
+func (e *Engine) with(ctx context.Context, project string, fresh bool, fn func(*kernel.Project) error) error {
 	return e.do(ctx, project, fresh, false, fn)
 }
 
@@ -166,11 +165,11 @@ func (e *Engine) with(ctx context.Context, project string, fresh bool, fn func(*
 // lock with other reads when the state needs no catching up, so that
 // authentication and read checks do not queue behind one another, only
 // behind the commands that change the state.
-func (e *Engine) read(ctx context.Context, project string, fresh bool, fn func(*Project) error) error {
+func (e *Engine) read(ctx context.Context, project string, fresh bool, fn func(*kernel.Project) error) error {
 	return e.do(ctx, project, fresh, true, fn)
 }
 
-func (e *Engine) do(ctx context.Context, project string, fresh, readOnly bool, fn func(*Project) error) error {
+func (e *Engine) do(ctx context.Context, project string, fresh, readOnly bool, fn func(*kernel.Project) error) error {
 	s, last, err := e.slotAt(ctx, project, fresh)
 	if err != nil {
 		return err
@@ -184,8 +183,8 @@ func (e *Engine) do(ctx context.Context, project string, fresh, readOnly bool, f
 // calls waiting at the same time), so that it does not hold up the
 // project's appends.
 func (e *Engine) slotAt(ctx context.Context, project string, fresh bool) (*slot, uint64, error) {
-	if !ValidID(project) {
-		return nil, 0, invalid("project id %q must be 1 to 128 letters, digits, '_' or '-'", project)
+	if !kernel.ValidID(project) {
+		return nil, 0, kernel.Errorf(kernel.Validation, "project id %q must be 1 to 128 letters, digits, '_' or '-'", project)
 	}
 	e.mu.Lock()
 	s := e.projects[project]
@@ -215,7 +214,7 @@ func (e *Engine) newSlot(project string) *slot {
 }
 
 // doOn runs fn on the slot's state folded at least up to last.
-func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64, readOnly bool, fn func(*Project) error) error {
+func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64, readOnly bool, fn func(*kernel.Project) error) error {
 	if readOnly {
 		s.mu.RLock()
 		if s.loaded.Load() && last <= s.p.Seq && s.p.Seq > 0 {
@@ -259,7 +258,7 @@ func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64,
 
 // behind reports whether the ledger holds events of the project that p has
 // not folded, and folds them when it does.
-func (e *Engine) behind(ctx context.Context, p *Project) (bool, error) {
+func (e *Engine) behind(ctx context.Context, p *kernel.Project) (bool, error) {
 	last, err := e.ledger.LastSeq(ctx, p.ID)
 	if err != nil {
 		return false, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", p.ID, err)
@@ -270,9 +269,9 @@ func (e *Engine) behind(ctx context.Context, p *Project) (bool, error) {
 	return true, e.catchUp(ctx, p)
 }
 
-func (e *Engine) catchUp(ctx context.Context, p *Project) error {
-	_, err := e.ledger.ReadProject(ctx, p.ID, p.Seq, func(r Recorded) error {
-		evolve(p, r)
+func (e *Engine) catchUp(ctx context.Context, p *kernel.Project) error {
+	_, err := e.ledger.ReadProject(ctx, p.ID, p.Seq, func(r kernel.Recorded) error {
+		kernel.Evolve(p, r)
 		return nil
 	})
 	if err != nil {
@@ -302,7 +301,7 @@ func staleWait(ctx context.Context, attempt int) error {
 // execute decides and appends one command on p (its lock held), retrying after
 // a lost race. It returns the ledger_seq a reader must wait for: the appended
 // event's, or the project's last when nothing was appended.
-func (e *Engine) execute(ctx context.Context, p *Project, cmd Command) (uint64, error) {
+func (e *Engine) execute(ctx context.Context, p *kernel.Project, cmd kernel.Command) (uint64, error) {
 	seq, _, _, err := e.decideAppend(ctx, p, cmd)
 	return seq, err
 }
@@ -310,15 +309,15 @@ func (e *Engine) execute(ctx context.Context, p *Project, cmd Command) (uint64, 
 // decideAppend is execute that also returns the appended event (nil when the
 // command changed nothing), or the remembered answer of an earlier request
 // with the same idempotency key (then nothing is appended).
-func (e *Engine) decideAppend(ctx context.Context, p *Project, cmd Command) (uint64, *Event, *Answer, error) {
+func (e *Engine) decideAppend(ctx context.Context, p *kernel.Project, cmd kernel.Command) (uint64, *kernel.Event, *kernel.Answer, error) {
 	for attempt := 1; ; attempt++ {
-		if a, err := e.recall(p, cmd); err != nil || a != nil {
+		if a, err := kernel.Recall(p, cmd, e.cfg.Now()); err != nil || a != nil {
 			if a != nil {
 				return a.Seq, nil, a, nil
 			}
 			return 0, nil, nil, err
 		}
-		events, err := Decide(p, cmd, e.cfg.Now())
+		events, err := kernel.Decide(p, cmd, e.cfg.Now())
 		if err != nil || len(events) == 0 {
 			// A refusal, or nothing to do, is only an answer if the state it
 			// was decided on is current: another instance may have written
@@ -334,9 +333,8 @@ func (e *Engine) decideAppend(ctx context.Context, p *Project, cmd Command) (uin
 			return p.Seq, nil, nil, nil
 		}
 		ev := events[0]
-		ev.Idem = idemOf(cmd)
 		seq, err := e.ledger.Append(ctx, p.ID, p.Seq, ev)
-		if errors.Is(err, ErrStale) && attempt < e.cfg.MaxAttempts {
+		if errors.Is(err, kernel.ErrStale) && attempt < e.cfg.MaxAttempts {
 			before := p.Seq
 			if err := e.catchUp(ctx, p); err != nil {
 				return 0, nil, nil, err
@@ -354,24 +352,24 @@ func (e *Engine) decideAppend(ctx context.Context, p *Project, cmd Command) (uin
 			}
 			continue
 		}
-		if errors.Is(err, ErrStale) {
+		if errors.Is(err, kernel.ErrStale) {
 			// Every attempt lost a race with another writer of the project:
 			// nothing was appended, and the client may simply try again.
-			return 0, nil, nil, Errorf(Unavailable, "project %s is being written by other instances too fast for this command: %d attempts lost the race; retry shortly", p.ID, attempt)
+			return 0, nil, nil, kernel.Errorf(kernel.Unavailable, "project %s is being written by other instances too fast for this command: %d attempts lost the race; retry shortly", p.ID, attempt)
 		}
 		if err != nil {
 			return 0, nil, nil, fmt.Errorf("kernel: append %s: %w", ev.Type, err)
 		}
-		evolve(p, Recorded{Seq: seq, Event: ev})
+		kernel.Evolve(p, kernel.Recorded{Seq: seq, Event: ev})
 		return seq, &ev, nil, nil
 	}
 }
 
 // Execute runs one command on a project and returns the ledger_seq to wait
 // for before reading its effects.
-func (e *Engine) Execute(ctx context.Context, project string, cmd Command) (uint64, error) {
+func (e *Engine) Execute(ctx context.Context, project string, cmd kernel.Command) (uint64, error) {
 	var seq uint64
-	err := e.with(ctx, project, false, func(p *Project) error {
+	err := e.with(ctx, project, false, func(p *kernel.Project) error {
 		var err error
 		seq, err = e.execute(ctx, p, cmd)
 		return err
@@ -381,14 +379,14 @@ func (e *Engine) Execute(ctx context.Context, project string, cmd Command) (uint
 
 // View runs fn on the project's state, caught up with the ledger first, under
 // the project's lock. fn must not keep p.
-func (e *Engine) View(ctx context.Context, project string, fn func(p *Project) error) error {
+func (e *Engine) View(ctx context.Context, project string, fn func(p *kernel.Project) error) error {
 	return e.read(ctx, project, true, fn)
 }
 
 // ViewFolded runs fn on the project's state as the engine has folded it,
 // without asking the ledger whether it moved on: for a decision made right
 // after Authenticate or View, which have just caught up. fn must not keep p.
-func (e *Engine) ViewFolded(ctx context.Context, project string, fn func(p *Project) error) error {
+func (e *Engine) ViewFolded(ctx context.Context, project string, fn func(p *kernel.Project) error) error {
 	return e.read(ctx, project, false, fn)
 }
 
@@ -410,34 +408,26 @@ func (e *Engine) Folded(project string) uint64 {
 // Authenticate resolves the three-header identity against the project's
 // caught-up state, so that a credential revoked through any instance fails
 // here on the very next request.
-func (e *Engine) Authenticate(ctx context.Context, project, agentID, token string) (Caller, error) {
-	if !ValidID(agentID) {
-		return Caller{}, Errorf(Unauthorized, "X-Svc-Agent-Id must be a valid agent id")
+func (e *Engine) Authenticate(ctx context.Context, project, agentID, token string) (kernel.Caller, error) {
+	if !kernel.ValidID(agentID) {
+		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "X-Svc-Agent-Id must be a valid agent id")
 	}
-	hash := HashSecret(token)
+	hash := kernel.HashSecret(token)
 	s, last, err := e.slotAt(ctx, project, true)
 	if err != nil {
-		return Caller{}, err
+		return kernel.Caller{}, err
 	}
 	if p, ok := s.auth.current(last); ok {
 		// The published view holds every event up to last: no lock needed.
-		return Authenticate(p, agentID, hash, e.cfg.Now())
+		return kernel.Authenticate(p, agentID, hash, e.cfg.Now())
 	}
-	var c Caller
-	err = e.doOn(ctx, s, project, last, true, func(p *Project) error {
+	var c kernel.Caller
+	err = e.doOn(ctx, s, project, last, true, func(p *kernel.Project) error {
 		var err error
-		c, err = Authenticate(p, agentID, hash, e.cfg.Now())
+		c, err = kernel.Authenticate(p, agentID, hash, e.cfg.Now())
 		return err
 	})
 	return c, err
-}
-
-// HashSecret is how every secret (credential token, claim token, join code) is
-// kept: the hex SHA-256 of it. Secrets are 256 random bits, so no salt or
-// stretching is needed.
-func HashSecret(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
 }
 
 // newID draws an id with a prefix: 128 random bits in hex.
@@ -478,20 +468,4 @@ func (e *Engine) newSecret(prefix string) (string, error) {
 		return "", fmt.Errorf("kernel: draw secret: %w", err)
 	}
 	return prefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
-
-// canonical re-encodes JSON so that equal values give equal bytes (object
-// keys sorted, white space dropped, numbers kept as written).
-func canonical(raw json.RawMessage) []byte {
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return raw
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return raw
-	}
-	return b
 }

@@ -1,4 +1,4 @@
-package kernel_test
+package engine_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
@@ -39,7 +40,7 @@ func TestLoadingAnswersUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := kernel.NewEngine(l, kernel.DefaultConfig())
+	first, err := engine.New(l, engine.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,9 +48,9 @@ func TestLoadingAnswersUnavailable(t *testing.T) {
 	register(t, first, "worker", 1)
 
 	gate := make(chan struct{})
-	cfg := kernel.DefaultConfig()
+	cfg := engine.DefaultConfig()
 	cfg.LoadWait = 20 * time.Millisecond
-	e, err := kernel.NewEngine(gatedLedger{l, gate}, cfg)
+	e, err := engine.New(gatedLedger{l, gate}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,14 +87,14 @@ func TestLoadFailureIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := kernel.NewEngine(l, kernel.DefaultConfig())
+	first, err := engine.New(l, engine.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	register(t, first, "req", 1)
 	register(t, first, "worker", 1)
 	fail := &failingOnce{Store: l, err: errors.New("read refused")}
-	e, err := kernel.NewEngine(fail, kernel.DefaultConfig())
+	e, err := engine.New(fail, engine.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

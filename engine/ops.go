@@ -1,8 +1,9 @@
-package kernel
+package engine
 
 import (
+	"github.com/turnledger/turnledger/kernel"
+
 	"context"
-	"encoding/json"
 	"strings"
 	"time"
 )
@@ -22,18 +23,18 @@ type DispatchResult struct {
 // Dispatch creates a Turn, or returns the Turn an earlier dispatch with the
 // same dispatch_key and body created. cmd.TurnID, BodyHash, ParentHash and
 // MaxDepth are filled in here.
-func (e *Engine) Dispatch(ctx context.Context, project string, cmd Dispatch) (DispatchResult, error) {
+func (e *Engine) Dispatch(ctx context.Context, project string, cmd kernel.Dispatch) (DispatchResult, error) {
 	id, err := e.newTurnID()
 	if err != nil {
 		return DispatchResult{}, err
 	}
 	cmd.TurnID, cmd.MaxDepth = id, e.cfg.MaxDepth
 	if cmd.ParentClaim != nil {
-		cmd.ParentHash = HashSecret(cmd.ParentClaim.Token)
+		cmd.ParentHash = kernel.HashSecret(cmd.ParentClaim.Token)
 	}
-	cmd.BodyHash = dispatchHash(cmd)
+	cmd.BodyHash = kernel.DispatchHash(cmd)
 	var res DispatchResult
-	err = e.with(ctx, project, false, func(p *Project) error {
+	err = e.with(ctx, project, false, func(p *kernel.Project) error {
 		seq, _, a, err := e.decideAppend(ctx, p, cmd)
 		if err != nil {
 			return err
@@ -42,31 +43,16 @@ func (e *Engine) Dispatch(ctx context.Context, project string, cmd Dispatch) (Di
 			res = DispatchResult{TurnID: a.ID, Seq: a.Seq, Created: true}
 			return nil
 		}
-		res = DispatchResult{TurnID: p.DispatchKeys[DispatchKeyOf(cmd.RequestedBy.AgentID, cmd.DispatchKey)], Seq: seq}
+		res = DispatchResult{TurnID: p.DispatchKeys[kernel.DispatchKeyOf(cmd.RequestedBy.AgentID, cmd.DispatchKey)], Seq: seq}
 		res.Created = res.TurnID == id
 		return nil
 	})
 	return res, err
 }
 
-// dispatchHash fingerprints what a dispatch asks for, so that a repeated
-// dispatch_key can be told apart: the same request, or a different one.
-// meta and trace are context, not part of the request.
-func dispatchHash(cmd Dispatch) string {
-	parent := ""
-	if cmd.ParentClaim != nil {
-		parent = cmd.ParentClaim.TurnID + "/" + cmd.ParentClaim.AgentID
-	}
-	b, _ := json.Marshal([]any{
-		cmd.RequestedBy, cmd.TargetAgent, json.RawMessage(canonical(cmd.Input)), cmd.TurnKind,
-		cmd.Mode, cmd.RequestID, parent,
-	})
-	return HashSecret(string(b))
-}
-
 // ClaimResult is a won claim: the fencing token (returned once) and the Turn.
 type ClaimResult struct {
-	Token  ClaimToken
+	Token  kernel.ClaimToken
 	TurnID string
 	Seq    uint64
 }
@@ -74,7 +60,7 @@ type ClaimResult struct {
 // Claim claims the agent's oldest queued Turn. It returns nil (and the
 // ledger_seq to wait for) when there is nothing to claim or the agent's
 // capacity is used up.
-func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID string, body *AgentRef) (*ClaimResult, uint64, error) {
+func (e *Engine) Claim(ctx context.Context, project string, c kernel.Common, agentID string, body *kernel.AgentRef) (*ClaimResult, uint64, error) {
 	claimID, err := e.newID("clm_")
 	if err != nil {
 		return nil, 0, err
@@ -82,12 +68,12 @@ func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID st
 	token := "tlc_" + e.derive(secretClaim, project, claimID)
 	var res *ClaimResult
 	var seq uint64
-	err = e.with(ctx, project, false, func(p *Project) error {
+	err = e.with(ctx, project, false, func(p *kernel.Project) error {
 		expires := e.cfg.Now().UTC().Add(e.cfg.ClaimTTL).Truncate(time.Millisecond)
-		cmd := ClaimNext{Common: c, AgentID: agentID, Agent: body, ClaimID: claimID, TokenHash: HashSecret(token), ExpiresAt: expires}
+		cmd := kernel.ClaimNext{Common: c, AgentID: agentID, Agent: body, ClaimID: claimID, TokenHash: kernel.HashSecret(token), ExpiresAt: expires}
 		var err error
-		var ev *Event
-		var a *Answer
+		var ev *kernel.Event
+		var a *kernel.Answer
 		seq, ev, a, err = e.decideAppend(ctx, p, cmd)
 		if a != nil && a.Claim != nil {
 			// A retried claim: the claim it won the first time, with the
@@ -97,7 +83,7 @@ func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID st
 				return err
 			}
 			res = &ClaimResult{
-				Token:  ClaimToken{ProjectID: project, TurnID: a.ID, AgentID: a.Claim.AgentID, Token: tok, ExpiresAt: a.Claim.ExpiresAt},
+				Token:  kernel.ClaimToken{ProjectID: project, TurnID: a.ID, AgentID: a.Claim.AgentID, Token: tok, ExpiresAt: a.Claim.ExpiresAt},
 				TurnID: a.ID, Seq: a.Seq,
 			}
 			return nil
@@ -107,7 +93,7 @@ func (e *Engine) Claim(ctx context.Context, project string, c Common, agentID st
 		}
 		t := p.Turn(ev.ID)
 		res = &ClaimResult{
-			Token:  ClaimToken{ProjectID: project, TurnID: t.ID, AgentID: agentID, Token: token, ExpiresAt: t.Claim.ExpiresAt},
+			Token:  kernel.ClaimToken{ProjectID: project, TurnID: t.ID, AgentID: agentID, Token: token, ExpiresAt: t.Claim.ExpiresAt},
 			TurnID: t.ID, Seq: seq,
 		}
 		return nil
@@ -120,32 +106,32 @@ type FencedResult struct {
 	Seq           uint64
 	TurnSeq       uint64
 	StopRequested bool
-	Claim         ClaimToken // with the renewed expiry, for Renew
+	Claim         kernel.ClaimToken // with the renewed expiry, for Renew
 }
 
 // Fenced runs a command that carries a claim token (Renew, AppendRecord,
 // Suspend, Finish): the token's hash is filled in here.
-func (e *Engine) Fenced(ctx context.Context, project string, cmd Command) (FencedResult, error) {
+func (e *Engine) Fenced(ctx context.Context, project string, cmd kernel.Command) (FencedResult, error) {
 	var turnID string
 	switch c := cmd.(type) {
-	case Renew:
-		c.TokenHash = HashSecret(c.Claim.Token)
+	case kernel.Renew:
+		c.TokenHash = kernel.HashSecret(c.Claim.Token)
 		c.ExpiresAt = e.cfg.Now().UTC().Add(e.cfg.ClaimTTL).Truncate(time.Millisecond)
 		turnID, cmd = c.Claim.TurnID, c
-	case AppendRecord:
-		c.TokenHash = HashSecret(c.Claim.Token)
+	case kernel.AppendRecord:
+		c.TokenHash = kernel.HashSecret(c.Claim.Token)
 		turnID, cmd = c.TurnID, c
-	case Suspend:
-		c.TokenHash = HashSecret(c.Claim.Token)
+	case kernel.Suspend:
+		c.TokenHash = kernel.HashSecret(c.Claim.Token)
 		turnID, cmd = c.TurnID, c
-	case Finish:
-		c.TokenHash = HashSecret(c.Claim.Token)
+	case kernel.Finish:
+		c.TokenHash = kernel.HashSecret(c.Claim.Token)
 		turnID, cmd = c.TurnID, c
 	default:
-		return FencedResult{}, Errorf(Internal, "%T carries no claim", cmd)
+		return FencedResult{}, kernel.Errorf(kernel.Internal, "%T carries no claim", cmd)
 	}
 	var res FencedResult
-	err := e.with(ctx, project, false, func(p *Project) error {
+	err := e.with(ctx, project, false, func(p *kernel.Project) error {
 		seq, _, a, err := e.decideAppend(ctx, p, cmd)
 		if err != nil {
 			return err
@@ -153,7 +139,7 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd Command) (Fence
 		res.Seq = seq
 		if a != nil {
 			res.TurnSeq, res.StopRequested = a.TurnSeq, a.StopRequested
-			if r, ok := cmd.(Renew); ok && a.Claim != nil {
+			if r, ok := cmd.(kernel.Renew); ok && a.Claim != nil {
 				res.Claim = r.Claim
 				res.Claim.ExpiresAt = a.Claim.ExpiresAt
 			}
@@ -161,7 +147,7 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd Command) (Fence
 		}
 		if t := p.Turn(turnID); t != nil {
 			res.TurnSeq, res.StopRequested = t.TurnSeq, t.StopRequested
-			if r, ok := cmd.(Renew); ok && t.Claim != nil {
+			if r, ok := cmd.(kernel.Renew); ok && t.Claim != nil {
 				res.Claim = r.Claim
 				res.Claim.ExpiresAt = t.Claim.ExpiresAt
 			}
@@ -173,14 +159,14 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd Command) (Fence
 
 // ReconcileExpired releases every claim of the project that has expired and
 // returns the Turns it released.
-func (e *Engine) ReconcileExpired(ctx context.Context, project string, c Common) ([]string, uint64, error) {
+func (e *Engine) ReconcileExpired(ctx context.Context, project string, c kernel.Common) ([]string, uint64, error) {
 	var released []string
 	var last uint64
-	err := e.with(ctx, project, false, func(p *Project) error {
-		if _, err := p.check(c.Caller, e.cfg.Now()); err != nil {
+	err := e.with(ctx, project, false, func(p *kernel.Project) error {
+		if _, err := p.Check(c.Caller, e.cfg.Now()); err != nil {
 			return err
 		}
-		if a, err := recall(p, reconcileCommand{Common: c}, e.cfg.Now()); err != nil || a != nil {
+		if a, err := kernel.Recall(p, kernel.ReconcileExpired{Common: c}, e.cfg.Now()); err != nil || a != nil {
 			if a != nil {
 				released, last = a.Released, a.Seq
 			}
@@ -188,13 +174,13 @@ func (e *Engine) ReconcileExpired(ctx context.Context, project string, c Common)
 		}
 		if c.Idem != nil {
 			// Every release carries the key under the reconcile's name.
-			k := *idemOf(reconcileCommand{Common: c})
+			k := *kernel.ScopedKey(kernel.ReconcileExpired{Common: c})
 			c.Idem = &k
 		}
 		last = p.Seq
-		for _, id := range ExpiredClaims(p, e.cfg.Now()) {
+		for _, id := range kernel.ExpiredClaims(p, e.cfg.Now()) {
 			before := p.Seq
-			seq, err := e.execute(ctx, p, ExpireClaim{Common: c, TurnID: id})
+			seq, err := e.execute(ctx, p, kernel.ExpireClaim{Common: c, TurnID: id})
 			if err != nil {
 				return err
 			}
@@ -214,7 +200,7 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 	var n int
 	var first error
 	for _, project := range e.Projects() {
-		ids, _, err := e.ReconcileExpired(ctx, project, Common{Caller: Caller{Admin: true, System: true}})
+		ids, _, err := e.ReconcileExpired(ctx, project, kernel.Common{Caller: kernel.Caller{Admin: true, System: true}})
 		n += len(ids)
 		if err != nil && first == nil {
 			first = err
@@ -228,7 +214,7 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 // of Config.LoadWait.
 func (e *Engine) Preload(ctx context.Context, projects []string) error {
 	for _, id := range projects {
-		if !ValidID(id) {
+		if !kernel.ValidID(id) {
 			continue
 		}
 		e.mu.Lock()
@@ -269,7 +255,7 @@ func (e *Engine) newCredential(project, agentID string) (IssuedCredential, error
 // issue appends cmd, which issues cred, and answers cred; for a retry with
 // the same idempotency key it answers the credential the first request
 // issued, its token derived again.
-func (e *Engine) issue(ctx context.Context, p *Project, cmd Command, cred IssuedCredential) (IssuedCredential, error) {
+func (e *Engine) issue(ctx context.Context, p *kernel.Project, cmd kernel.Command, cred IssuedCredential) (IssuedCredential, error) {
 	seq, _, a, err := e.decideAppend(ctx, p, cmd)
 	if err != nil {
 		return IssuedCredential{}, err
@@ -282,10 +268,10 @@ func (e *Engine) issue(ctx context.Context, p *Project, cmd Command, cred Issued
 }
 
 // recalledCredential is the credential a remembered answer issued.
-func (e *Engine) recalledCredential(p *Project, a *Answer) (IssuedCredential, error) {
+func (e *Engine) recalledCredential(p *kernel.Project, a *kernel.Answer) (IssuedCredential, error) {
 	cred := p.Credentials[a.ResultID]
 	if cred == nil {
-		return IssuedCredential{}, Errorf(Internal, "remembered credential %s is missing", a.ResultID)
+		return IssuedCredential{}, kernel.Errorf(kernel.Internal, "remembered credential %s is missing", a.ResultID)
 	}
 	tok, err := e.rederive("tla_", secretCredential, p.ID, a.ResultID, cred.TokenHash)
 	if err != nil {
@@ -295,16 +281,16 @@ func (e *Engine) recalledCredential(p *Project, a *Answer) (IssuedCredential, er
 }
 
 // IssueCredential issues a credential for the agent (via ViaIssue).
-func (e *Engine) IssueCredential(ctx context.Context, project string, c Common, agentID string) (IssuedCredential, error) {
+func (e *Engine) IssueCredential(ctx context.Context, project string, c kernel.Common, agentID string) (IssuedCredential, error) {
 	cred, err := e.newCredential(project, agentID)
 	if err != nil {
 		return IssuedCredential{}, err
 	}
 	var out IssuedCredential
-	err = e.with(ctx, project, false, func(p *Project) error {
+	err = e.with(ctx, project, false, func(p *kernel.Project) error {
 		var err error
-		out, err = e.issue(ctx, p, IssueCredential{Common: c, AgentID: agentID, CredentialID: cred.CredentialID,
-			TokenHash: HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt}, cred)
+		out, err = e.issue(ctx, p, kernel.IssueCredential{Common: c, AgentID: agentID, CredentialID: cred.CredentialID,
+			TokenHash: kernel.HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt}, cred)
 		return err
 	})
 	return out, err
@@ -314,14 +300,14 @@ func (e *Engine) IssueCredential(ctx context.Context, project string, c Common, 
 // event registers the agent when needed and issues its credential. The
 // CredentialID, TokenHash and ExpiresAt of cmd are filled in here. A retry
 // with the same idempotency key answers the first credential again.
-func (e *Engine) Bootstrap(ctx context.Context, project string, cmd Bootstrap) (IssuedCredential, error) {
+func (e *Engine) Bootstrap(ctx context.Context, project string, cmd kernel.Bootstrap) (IssuedCredential, error) {
 	cred, err := e.newCredential(project, cmd.AgentID)
 	if err != nil {
 		return IssuedCredential{}, err
 	}
-	cmd.CredentialID, cmd.TokenHash, cmd.ExpiresAt = cred.CredentialID, HashSecret(cred.Token), cred.ExpiresAt
+	cmd.CredentialID, cmd.TokenHash, cmd.ExpiresAt = cred.CredentialID, kernel.HashSecret(cred.Token), cred.ExpiresAt
 	var out IssuedCredential
-	err = e.with(ctx, project, false, func(p *Project) error {
+	err = e.with(ctx, project, false, func(p *kernel.Project) error {
 		var err error
 		out, err = e.issue(ctx, p, cmd, cred)
 		return err
@@ -331,31 +317,31 @@ func (e *Engine) Bootstrap(ctx context.Context, project string, cmd Bootstrap) (
 
 // CreatedInvite is a new join invite and its code, returned once.
 type CreatedInvite struct {
-	Invite InviteCreated
+	Invite kernel.InviteCreated
 	Code   string
 	Seq    uint64
 }
 
 // CreateInvite creates a join invite, with the defaults and bounds of
 // InviteRequest.
-func (e *Engine) CreateInvite(ctx context.Context, project string, c Common, req InviteRequest) (CreatedInvite, error) {
-	inv, ttl, err := req.invite(e.cfg)
+func (e *Engine) CreateInvite(ctx context.Context, project string, c kernel.Common, req kernel.InviteRequest) (CreatedInvite, error) {
+	inv, ttl, err := req.Invite(e.cfg.InviteTTL, e.cfg.MaxInviteTTL)
 	if err != nil {
 		return CreatedInvite{}, err
 	}
-	if !ValidID(project) {
-		return CreatedInvite{}, invalid("project id %q must be 1 to 128 letters, digits, '_' or '-'", project)
+	if !kernel.ValidID(project) {
+		return CreatedInvite{}, kernel.Errorf(kernel.Validation, "project id %q must be 1 to 128 letters, digits, '_' or '-'", project)
 	}
 	id, err := e.newID("inv_")
 	if err != nil {
 		return CreatedInvite{}, err
 	}
 	code := JoinCodePrefix + project + "." + e.derive(secretInvite, project, id)
-	inv.InviteID, inv.CodeHash = id, HashSecret(code)
+	inv.InviteID, inv.CodeHash = id, kernel.HashSecret(code)
 	inv.ExpiresAt = e.cfg.Now().UTC().Add(ttl).Truncate(time.Second)
 	var out CreatedInvite
-	err = e.with(ctx, project, false, func(p *Project) error {
-		seq, _, a, err := e.decideAppend(ctx, p, CreateInvite{Common: c, Invite: inv})
+	err = e.with(ctx, project, false, func(p *kernel.Project) error {
+		seq, _, a, err := e.decideAppend(ctx, p, kernel.CreateInvite{Common: c, Invite: inv})
 		if err != nil {
 			return err
 		}
@@ -363,7 +349,7 @@ func (e *Engine) CreateInvite(ctx context.Context, project string, c Common, req
 		if a != nil {
 			old := p.Invites[a.ResultID]
 			if old == nil {
-				return Errorf(Internal, "remembered invite %s is missing", a.ResultID)
+				return kernel.Errorf(kernel.Internal, "remembered invite %s is missing", a.ResultID)
 			}
 			code, err := e.rederive(JoinCodePrefix+project+".", secretInvite, project, a.ResultID, old.Data.CodeHash)
 			if err != nil {
@@ -383,7 +369,7 @@ const JoinCodePrefix = "tlj."
 // Redeemed is the outcome of redeeming a join code.
 type Redeemed struct {
 	ProjectID  string
-	Invite     InviteCreated
+	Invite     kernel.InviteCreated
 	Credential IssuedCredential
 }
 
@@ -392,31 +378,31 @@ type Redeemed struct {
 // once. A single-use invite is redeemed once however many redeem it at the
 // same moment: the project's lock and the ledger's expectation serialise them.
 func (e *Engine) RedeemInvite(ctx context.Context, code string) (Redeemed, error) {
-	return e.RedeemInviteKeyed(ctx, Common{}, code)
+	return e.RedeemInviteKeyed(ctx, kernel.Common{}, code)
 }
 
 // RedeemInviteKeyed is RedeemInvite with the request's idempotency key in c
 // (the caller of a redeem is whoever holds the code).
-func (e *Engine) RedeemInviteKeyed(ctx context.Context, c Common, code string) (Redeemed, error) {
+func (e *Engine) RedeemInviteKeyed(ctx context.Context, c kernel.Common, code string) (Redeemed, error) {
 	rest, ok := strings.CutPrefix(code, JoinCodePrefix)
 	project, _, ok2 := strings.Cut(rest, ".")
-	if !ok || !ok2 || !ValidID(project) {
-		return Redeemed{}, Errorf(Unauthorized, "invalid join code")
+	if !ok || !ok2 || !kernel.ValidID(project) {
+		return Redeemed{}, kernel.Errorf(kernel.Unauthorized, "invalid join code")
 	}
 	cred, err := e.newCredential(project, "")
 	if err != nil {
 		return Redeemed{}, err
 	}
 	var out Redeemed
-	err = e.with(ctx, project, true, func(p *Project) error {
-		cmd := RedeemInvite{Common: c, CodeHash: HashSecret(code), CredentialID: cred.CredentialID, TokenHash: HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt}
+	err = e.with(ctx, project, true, func(p *kernel.Project) error {
+		cmd := kernel.RedeemInvite{Common: c, CodeHash: kernel.HashSecret(code), CredentialID: cred.CredentialID, TokenHash: kernel.HashSecret(cred.Token), ExpiresAt: cred.ExpiresAt}
 		seq, _, a, err := e.decideAppend(ctx, p, cmd)
 		if err != nil {
 			return err
 		}
 		inv := p.Invites[p.InviteCodes[cmd.CodeHash]]
 		if inv == nil {
-			return Errorf(Internal, "redeemed invite is missing")
+			return kernel.Errorf(kernel.Internal, "redeemed invite is missing")
 		}
 		if a != nil {
 			// A retried redeem: the credential it issued the first time.
@@ -435,8 +421,8 @@ func (e *Engine) RedeemInviteKeyed(ctx context.Context, c Common, code string) (
 }
 
 // ReportWorkMemory validates and records a work-memory report.
-func (e *Engine) ReportWorkMemory(ctx context.Context, project string, c Common, agentID string, raw []byte) (string, uint64, error) {
-	r, err := ParseWorkMemoryReport(raw)
+func (e *Engine) ReportWorkMemory(ctx context.Context, project string, c kernel.Common, agentID string, raw []byte) (string, uint64, error) {
+	r, err := kernel.ParseWorkMemoryReport(raw)
 	if err != nil {
 		return "", 0, err
 	}
@@ -445,10 +431,10 @@ func (e *Engine) ReportWorkMemory(ctx context.Context, project string, c Common,
 		return "", 0, err
 	}
 	var seq uint64
-	err = e.with(ctx, project, false, func(p *Project) error {
-		var a *Answer
+	err = e.with(ctx, project, false, func(p *kernel.Project) error {
+		var a *kernel.Answer
 		var err error
-		seq, _, a, err = e.decideAppend(ctx, p, ReportWorkMemory{Common: c, AgentID: agentID, ReportID: id, Report: r})
+		seq, _, a, err = e.decideAppend(ctx, p, kernel.ReportWorkMemory{Common: c, AgentID: agentID, ReportID: id, Report: r})
 		if a != nil {
 			id = a.ResultID
 		}

@@ -1,4 +1,4 @@
-package kernel_test
+package engine_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/internal/natstest"
-	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
 )
 
@@ -22,22 +22,22 @@ func (p fixedProjects) Projects() ([]string, error) { return p, nil }
 func TestReaperReleasesExpiredClaimsOfProjectsNoRequestNamed(t *testing.T) {
 	srv := natstest.Start(t)
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC) // read and moved by this goroutine only
-	engine := func() *kernel.Engine {
+	newEngine := func() *engine.Engine {
 		cfg := ledger.DefaultConfig()
 		cfg.Storage = ledger.MemoryStorage
 		l, err := ledger.Open(context.Background(), natstest.Connect(t, srv), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		kcfg := kernel.DefaultConfig()
+		kcfg := engine.DefaultConfig()
 		kcfg.Now = func() time.Time { return now }
-		e, err := kernel.NewEngine(l, kcfg)
+		e, err := engine.New(l, kcfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return e
 	}
-	a := engine()
+	a := newEngine()
 	register(t, a, "req", 1)
 	register(t, a, "worker", 1)
 	if _, err := dispatch(a, "k1"); err != nil {
@@ -48,7 +48,7 @@ func TestReaperReleasesExpiredClaimsOfProjectsNoRequestNamed(t *testing.T) {
 	}
 	now = now.Add(2 * time.Minute)
 
-	r := kernel.NewReaper(engine(), fixedProjects{"p1"}, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r := engine.NewReaper(newEngine(), fixedProjects{"p1"}, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if st := r.Status(); !st.Enabled || st.LastRunAt != nil || st.ReleasedTotal != 0 {
 		t.Errorf("Status() before a run = %+v, want enabled, never run", st)
 	}
@@ -63,5 +63,5 @@ func TestReaperReleasesExpiredClaimsOfProjectsNoRequestNamed(t *testing.T) {
 		t.Errorf("Status() = %+v, want 1 released, last run at %s, no error", st, now)
 	}
 	// A disabled reaper's Run returns at once.
-	kernel.NewReaper(a, fixedProjects{"p1"}, 0, slog.Default()).Run(t.Context())
+	engine.NewReaper(a, fixedProjects{"p1"}, 0, slog.Default()).Run(t.Context())
 }

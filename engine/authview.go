@@ -1,6 +1,10 @@
-package kernel
+package engine
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/turnledger/turnledger/kernel"
+)
 
 // authView is what Authenticate reads of a project, published by the
 // engine after every change of the project's state, so that authentication
@@ -12,7 +16,7 @@ import "sync/atomic"
 // the engine stores the view first and folded second, so a reader that
 // loads folded and then the view gets a view as of folded or later.
 type authView struct {
-	p       *Project
+	p       *kernel.Project
 	changes uint64 // Project.authChanges when the view was made
 }
 
@@ -22,9 +26,9 @@ type authState struct {
 }
 
 // publish makes the view current for p (the project's write lock held).
-func (a *authState) publish(p *Project) {
-	if v := a.view.Load(); v == nil || v.changes != p.authChanges {
-		q := &Project{ID: p.ID, Seq: p.Seq, Agents: make(map[string]*Agent, len(p.Agents)), Credentials: make(map[string]*Credential, len(p.Credentials))}
+func (a *authState) publish(p *kernel.Project) {
+	if v := a.view.Load(); v == nil || v.changes != p.AuthChanges() {
+		q := &kernel.Project{ID: p.ID, Seq: p.Seq, Agents: make(map[string]*kernel.Agent, len(p.Agents)), Credentials: make(map[string]*kernel.Credential, len(p.Credentials))}
 		for id, ag := range p.Agents {
 			c := *ag
 			q.Agents[id] = &c
@@ -33,13 +37,13 @@ func (a *authState) publish(p *Project) {
 			c := *cr
 			q.Credentials[id] = &c
 		}
-		a.view.Store(&authView{p: q, changes: p.authChanges})
+		a.view.Store(&authView{p: q, changes: p.AuthChanges()})
 	}
 	a.folded.Store(p.Seq)
 }
 
 // current returns the view if it holds every event up to ledger_seq last.
-func (a *authState) current(last uint64) (*Project, bool) {
+func (a *authState) current(last uint64) (*kernel.Project, bool) {
 	f := a.folded.Load()
 	if f == 0 || f < last {
 		return nil, false

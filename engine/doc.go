@@ -1,0 +1,99 @@
+// Package engine is the write side of turnledger at run time: it keeps each
+// project's write model in memory, decides commands on it through the
+// kernel, and appends their events to the ledger. The rules are the
+// kernel's; the engine owns the locks, the goroutines, the clock, the
+// random source and the I/O around them.
+//
+// # The command path
+//
+// A command names its project. The engine finds the project's slot (loading
+// its write model on first use: from a snapshot and the events after it,
+// load.go and snapshot.go), takes the slot's lock, and then:
+//
+//  1. recalls the answer of an earlier request with the same idempotency key
+//     (kernel.Recall), and answers it again without deciding;
+//  2. decides (kernel.Decide) on the folded state at the engine's clock;
+//  3. appends the event with the expectation "the project's last ledger_seq
+//     is the one I folded" (Ledger.Append);
+//  4. evolves the write model with it (kernel.Evolve), releases the lock and
+//     answers the event's ledger_seq.
+//
+// A lost race (another instance appended first: kernel.ErrStale) is caught
+// up from the ledger and decided again, a bounded number of times
+// (Config.MaxAttempts). A refusal, or a command that changes nothing, is
+// confirmed the same way before it is answered: if the ledger moved on since
+// the state was folded, the engine catches up and decides again. Clients see
+// only real refusals, whichever instance they talk to.
+//
+// Ids, secrets and expiries are drawn before deciding (ops.go): ids at
+// random (a Turn id starts with the time, so that the Turns live at once sit
+// side by side in the projections' B+trees), secrets derived from the
+// server's key and the id they belong to (secrets.go), so that a retry can
+// answer the same secret while the ledger holds only its hash.
+//
+// # Progress marks
+//
+// Four marks say how far along a project is. Each is a ledger_seq:
+//
+//	mark                     where                       moves when
+//	ledger last              Ledger.LastSeq (lastseq.go)  an append of any instance is acknowledged
+//	engine folded            Engine.Folded               this engine evolved its write model with an event
+//	projection folded        projection.Store.WaitFolded the projector folded an event into its open transaction
+//	projection checkpoint    projection.Store.WaitFor    the projector committed that transaction
+//
+// They never pass one another in the other direction: checkpoint ≤
+// projection folded ≤ ledger last, and engine folded ≤ ledger last. A read
+// that must see every write made before it (through any instance) asks the
+// ledger for its last ledger_seq (Engine.View, or authentication, which
+// catches up first) and then waits for the projection checkpoint to reach
+// the engine's folded mark.
+//
+// The one helper an HTTP handler calls to read its own writes is
+// httpapi's Server.wait(ctx, seq): once it returns, every read of the
+// projections shows the event at seq. Reads call Server.caughtUp, which is
+// wait at the engine's folded mark after catching up. Two narrower forms
+// serve the hottest command answers and are correct only for what they say:
+// Server.turnAt reads the one Turn the command changed as of seq from the
+// projector's overlay (folded, not yet committed), and Server.waitFolded
+// waits for the projection folded mark for an answer that reads nothing of
+// the projections (a later read still waits for the commit through
+// caughtUp).
+//
+// # Lock order
+//
+// Every lock of the write path, outermost first. A lock may be held while
+// taking one below it, never one above it. No lock is held across a
+// wait for another request.
+//
+//	lock                          guards                                         held across I/O
+//	engine slot.mu (RWMutex)      a project's write model; write: a command,     yes: Ledger.Append and the catch-up
+//	                              read: a decision that changes nothing           read (a project's commands are serial)
+//	engine Engine.mu              the map of slots; a slot's loading channel     no
+//	engine lastSeqProbe.mu        the look-ups of a project's last ledger_seq    no (a probe fetches on its own goroutine)
+//	engine Reaper.mu              the reaper's status                            no
+//	ledger Store.mu               appends in ExpectStream mode, their heads      yes: the publish
+//	ledger sent.mu                this Store's appends that Follow has not seen  no
+//	projection Store.wmu          the fold's open transaction                    yes: the bbolt commit
+//	projection Store.mu           the marks, their waiters, the overlay          no
+//	projection recentTurns.mu     the cache of recent Turn records               no
+//	projection notifier.mu        the channels of watched keys (long polls, SSE) no
+//
+// slot.mu is taken before Engine.mu (doOn forgets an empty project) and
+// before lastSeqProbe.mu (a command numbers itself once it holds the lock);
+// Engine.mu is never held while taking slot.mu (SaveSnapshots lists the
+// slots under Engine.mu and locks each after releasing it). The engine's
+// locks are never held by the projector, and the projector's never by the
+// engine: they meet only through the ledger (Ledger.Append on one side,
+// Follow on the other) and through the marks above. The published auth view
+// (authview.go) and a slot's loaded flag are atomics, read without a lock.
+//
+// # What lives here
+//
+// engine.go: the Engine, its Config, slots, decide-append and lost races;
+// ops.go: the commands that need ids, secrets or expiries; load.go: loading
+// on first use; lastseq.go: the shared look-up of a project's last
+// ledger_seq; authview.go: the lock-free view authentication reads;
+// reaper.go: expired claims released on a timer; snapshot.go, snapbin.go:
+// snapshots of write models; packed.go: the packed store of finished Turns;
+// secrets.go: derived secrets.
+package engine

@@ -1,0 +1,21 @@
+package kernel
+
+import "encoding/json"
+
+// turnSamples has one sample of every event of the turn aggregate, pinned by
+// the golden files under testdata/events (golden_test.go).
+func turnSamples() []Event {
+	return []Event{
+		sample(EvTurnDispatched, AggTurn, "turn_1", &TurnDispatched{TargetAgent: AgentRef{"p1", "worker"}, RequestedBy: AgentRef{"p1", "req"}, Input: json.RawMessage(`{"q":1}`),
+			TurnKind: "summarize", DispatchKey: "k1", BodyHash: sampleHash, Authority: Authority{Mode: AuthorityChild, ParentTurnID: "turn_0", ParentClaim: "clm_0"}, RootTurnID: "turn_0", Depth: 1}),
+		sample(EvTurnClaimed, AggTurn, "turn_1", &TurnClaimed{ClaimID: "clm_1", AgentID: "worker", TokenHash: sampleHash, ExpiresAt: t0}),
+		sample(EvTurnClaimRenewed, AggTurn, "turn_1", &TurnClaimRenewed{ClaimID: "clm_1", ExpiresAt: t0}),
+		sample(EvTurnRecordAppended, AggTurn, "turn_1", &TurnRecordAppended{ClaimID: "clm_1", TurnSeq: 1, Role: "note", Payload: json.RawMessage(`{"x":1}`)}),
+		sample(EvTurnSuspended, AggTurn, "turn_1", &TurnSuspended{ClaimID: "clm_1"}),
+		sample(EvTurnResumed, AggTurn, "turn_1", &TurnResumed{RequestedBy: AgentRef{"p1", "req"}}),
+		sample(EvTurnFinished, AggTurn, "turn_1", &TurnFinished{ClaimID: "clm_1", Outcome: "succeeded", FinalPayload: json.RawMessage(`{"ok":true}`), FinalRecordRole: "final", TurnSeq: 2}),
+		sample(EvTurnStopRequested, AggTurn, "turn_1", &TurnStopRequested{RequestedBy: AgentRef{"p1", "req"}}),
+		sample(EvTurnStopped, AggTurn, "turn_1", &TurnStopped{RequestedBy: AgentRef{"p1", "req"}}),
+		sample(EvTurnClaimExpired, AggTurn, "turn_1", &TurnClaimExpired{ClaimID: "clm_1", Stopped: true}),
+	}
+}
