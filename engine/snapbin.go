@@ -9,7 +9,7 @@ import (
 
 // The binary part of a snapshot: the slim finished Turns, most of a long
 // ledger's write model, one after the other as length-prefixed strings and
-// varints. Decoding JSON of 250k Turns took seconds; this takes a fraction.
+// varints, which decode many times faster than the same Turns in JSON.
 
 func appendSlim(b []byte, t *kernel.Turn) []byte {
 	d := &t.Dispatch

@@ -16,8 +16,8 @@ import (
 
 // Snapshots of write models.
 //
-// Folding a project's whole history on its first use costs a second per
-// 60-70k events; a snapshot of the write model with the ledger_seq it was
+// Folding a project's whole history on its first use grows with the
+// history; a snapshot of the write model with the ledger_seq it was
 // folded to lets a load decode it and fold only the events after it. The
 // engine keeps one snapshot per project where Snapshots says (serve: a
 // bucket of the projection file). A snapshot is checked against the ledger

@@ -232,7 +232,7 @@ func TestSnapshotLoadDecidesAsFullFold(t *testing.T) {
 				m.Turns[id] = p.Turn(id)
 			}
 			for id := range p.Agents {
-				if n := p.NextQueued(id); n != nil {
+				if n := p.NextQueued(id, f.now); n != nil {
 					m.Queued[id] = []string{fmt.Sprint(p.Queued(id)), n.ID}
 				}
 			}

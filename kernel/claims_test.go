@@ -67,7 +67,7 @@ func TestClaimIndexTouchesOnlyExpired(t *testing.T) {
 		if diff := cmp.Diff(expiredByWalk(h.p, now), ExpiredClaims(h.p, now), cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("at +%s: ExpiredClaims differs from a walk of every Turn (-walk +index):\n%s", at, diff)
 		}
-		exp, visited := h.p.claims.expired(now)
+		exp, visited := h.p.timers.due(now)
 		if visited > 2*len(exp)+1 {
 			t.Errorf("at +%s: looked at %d entries for %d expired claims", at, visited, len(exp))
 		}

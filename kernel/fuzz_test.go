@@ -93,11 +93,21 @@ func checkInvariants(t *testing.T, p *Project) {
 	claims := map[string]int{}
 	queued := map[string]bool{}
 	for agent, q := range p.queues {
-		for i, e := range q {
-			if i > 0 && q[i-1].order >= e.order {
-				t.Fatalf("queue of %s is out of order", agent)
+		n := 0
+		for prio, h := range q.heaps {
+			for i, e := range h {
+				if i > 0 && e.less(h[(i-1)/2]) {
+					t.Fatalf("queue of %s, priority %d, is not a heap at %d", agent, prio+1, i)
+				}
+				if e.i != i || p.queued[e.turn.ID] != e {
+					t.Fatalf("queue of %s: entry of turn %s misplaced", agent, e.turn.ID)
+				}
+				queued[e.turn.ID] = true
+				n++
 			}
-			queued[e.turnID] = true
+		}
+		if n != q.n {
+			t.Fatalf("queue of %s counts %d, holds %d", agent, q.n, n)
 		}
 	}
 	for id, turn := range p.Turns {

@@ -1,11 +1,5 @@
 package kernel
 
-import (
-	"cmp"
-	"slices"
-	"sort"
-)
-
 // Project is the write model of one project: everything Decide needs, folded
 // by Evolve from the project's events. The zero value is an empty project
 // (use NewProject for one with its maps made).
@@ -19,19 +13,12 @@ type Project struct {
 	Finished     FinishedTurns          // the finished Turns; nil keeps them in a map (finished.go)
 	DispatchKeys map[string]string      // DispatchKeyOf(requester, dispatch_key) → turn id
 	Invites      map[string]*Invite
-	InviteCodes  map[string]string // code hash → invite id
-	queues       map[string][]queued
-	claims       claimIndex // the live claims by expiry (claims.go)
-	idem         idemMemory // recent idempotency keys (idempotency.go)
-	authChanges  uint64     // events folded that changed Agents or Credentials (the engine's auth view, authview.go)
-}
-
-// queued is one entry of an agent's queue, ordered by the ledger_seq of the
-// Turn's dispatch: the oldest Turn is claimed first, and a resumed or released
-// Turn goes back to its old place.
-type queued struct {
-	order  uint64
-	turnID string
+	InviteCodes  map[string]string      // code hash → invite id
+	queues       map[string]*agentQueue // the queued Turns of each agent (queue.go)
+	queued       map[string]*queueEntry // turn id → its place in its agent's queue
+	timers       timers                 // the Turns with a next due time (queue.go)
+	idem         idemMemory             // recent idempotency keys (idempotency.go)
+	authChanges  uint64                 // events folded that changed Agents or Credentials (the engine's auth view, authview.go)
 }
 
 // NewProject returns an empty project.
@@ -45,7 +32,8 @@ func NewProject(id string) *Project {
 		DispatchKeys: map[string]string{},
 		Invites:      map[string]*Invite{},
 		InviteCodes:  map[string]string{},
-		queues:       map[string][]queued{},
+		queues:       map[string]*agentQueue{},
+		queued:       map[string]*queueEntry{},
 	}
 }
 
@@ -108,60 +96,19 @@ func evolveState(p *Project, r Recorded) {
 	}
 }
 
-func (p *Project) enqueue(t *Turn) {
-	agent := t.Dispatch.TargetAgent.AgentID
-	q := p.queues[agent]
-	i := sort.Search(len(q), func(i int) bool { return q[i].order >= t.Order })
-	if i < len(q) && q[i].turnID == t.ID {
-		return
-	}
-	q = append(q, queued{})
-	copy(q[i+1:], q[i:])
-	q[i] = queued{order: t.Order, turnID: t.ID}
-	p.queues[agent] = q
-}
-
-func (p *Project) dequeue(t *Turn) {
-	agent := t.Dispatch.TargetAgent.AgentID
-	q := p.queues[agent]
-	i := sort.Search(len(q), func(i int) bool { return q[i].order >= t.Order })
-	if i < len(q) && q[i].turnID == t.ID {
-		p.queues[agent] = append(q[:i], q[i+1:]...)
-	}
-}
-
 // AuthChanges counts the events folded that changed Agents or Credentials:
 // a view of them made at one count is current while the count stays.
 func (p *Project) AuthChanges() uint64 { return p.authChanges }
 
-// Reindex rebuilds the agents' queues and the claim index from p.Turns, for
-// a write model put together from a snapshot rather than folded.
+// Reindex rebuilds the agents' queues and the timers from p.Turns, for a
+// write model put together from a snapshot rather than folded.
 func (p *Project) Reindex() {
 	p.init()
-	p.queues = map[string][]queued{}
-	p.claims = claimIndex{}
-	var waiting []*Turn
+	p.queues, p.queued, p.timers = map[string]*agentQueue{}, map[string]*queueEntry{}, timers{}
 	for _, t := range p.Turns {
 		if t.State == StateQueued {
-			waiting = append(waiting, t)
+			p.enqueue(t)
 		}
-		p.claims.track(t)
-	}
-	slices.SortFunc(waiting, func(a, b *Turn) int { return cmp.Compare(a.Order, b.Order) })
-	for _, t := range waiting {
-		agent := t.Dispatch.TargetAgent.AgentID
-		p.queues[agent] = append(p.queues[agent], queued{order: t.Order, turnID: t.ID})
+		p.timers.track(t)
 	}
 }
-
-// NextQueued returns the oldest queued Turn of the agent, or nil.
-func (p *Project) NextQueued(agentID string) *Turn {
-	q := p.queues[agentID]
-	if len(q) == 0 {
-		return nil
-	}
-	return p.Turns[q[0].turnID]
-}
-
-// Queued returns how many Turns wait in the agent's queue.
-func (p *Project) Queued(agentID string) int { return len(p.queues[agentID]) }

@@ -27,6 +27,9 @@ type Turn struct {
 	UpdatedAt       time.Time
 	FinishedAt      *time.Time
 	Seq             uint64 // ledger_seq of the last event that changed it
+	// NotBefore is when the Turn may be claimed next: its dispatch's
+	// not_before, then the time a retry was scheduled for (nil: at once).
+	NotBefore *time.Time
 }
 
 // Claim is a live lease on a Turn.
@@ -62,7 +65,8 @@ func FinalTurnSeq(t *Turn, d *TurnFinished) uint64 {
 // transition that queues a Turn or ends a claim belongs here too.
 func FreesWork(typ string) bool {
 	switch typ {
-	case EvTurnDispatched, EvTurnResumed, EvTurnSuspended, EvTurnFinished, EvTurnStopped, EvTurnClaimExpired:
+	case EvTurnDispatched, EvTurnResumed, EvTurnSuspended, EvTurnFinished, EvTurnStopped, EvTurnClaimExpired,
+		EvTurnTimedOut, EvTurnRetryScheduled:
 		return true
 	}
 	return false
@@ -80,7 +84,8 @@ func EvolveTurn(t *Turn, r Recorded) *Turn {
 		if t != nil {
 			return t
 		}
-		return &Turn{ID: e.ID, Order: r.Seq, Dispatch: *d, State: StateQueued, CreatedAt: e.At, UpdatedAt: e.At, Seq: r.Seq}
+		return &Turn{ID: e.ID, Order: r.Seq, Dispatch: *d, State: StateQueued, CreatedAt: e.At, UpdatedAt: e.At, Seq: r.Seq,
+			NotBefore: d.NotBefore}
 	}
 	if t == nil {
 		return nil
@@ -117,12 +122,24 @@ func EvolveTurn(t *Turn, r Recorded) *Turn {
 		t.StopRequested, t.StopRequestedAt = true, ptr(e.At)
 		finish(OutcomeStopped)
 	case *TurnClaimExpired:
-		if d.Stopped {
+		switch {
+		case d.Stopped:
 			t.StopRequested = true
 			finish(OutcomeStopped)
-		} else {
+		case d.Dead:
+			finish(OutcomeDead)
+		default:
 			t.State, t.Claim = StateQueued, nil
 		}
+	case *TurnExpired:
+		finish(OutcomeExpired)
+	case *TurnTimedOut:
+		finish(OutcomeTimedOut)
+	case *TurnRetryScheduled:
+		if !IsNull(d.FinalPayload) {
+			t.TurnSeq = max(t.TurnSeq, d.TurnSeq)
+		}
+		t.State, t.Claim, t.NotBefore = StateQueued, nil, ptr(d.NotBefore)
 	default:
 		return t // a Turn event without a transition: nothing changes
 	}
@@ -155,7 +172,7 @@ func (p *Project) evolveTurn(r Recorded) {
 	case oldState != StateQueued && t.State == StateQueued:
 		p.enqueue(t)
 	}
-	p.claims.track(t)
+	p.timers.track(t)
 	if h := t.holder(); h != oldHolder {
 		if a := p.Agents[oldHolder]; a != nil && a.ActiveClaims > 0 {
 			a.ActiveClaims--
@@ -198,6 +215,28 @@ const OutcomeStopped = "stopped"
 // Outcomes a claim holder may finish a Turn with.
 var Outcomes = []string{"succeeded", "failed", OutcomeStopped}
 
+// Outcomes the schedule gives a Turn (issue of scheduling): expired (never
+// claimed by its claim_by), timed_out (not finished by its deadline), dead
+// (out of attempts).
+const (
+	OutcomeExpired  = "expired"
+	OutcomeTimedOut = "timed_out"
+	OutcomeDead     = "dead"
+)
+
+// AllOutcomes lists every outcome a finished Turn may have, for filters.
+var AllOutcomes = []string{"succeeded", "failed", OutcomeStopped, OutcomeExpired, OutcomeTimedOut, OutcomeDead}
+
+// Retryable reports whether :retry may dispatch a new Turn from a finished
+// Turn with the outcome.
+func Retryable(outcome string) bool {
+	switch outcome {
+	case "failed", OutcomeDead, OutcomeExpired, OutcomeTimedOut, OutcomeStopped:
+		return true
+	}
+	return false
+}
+
 // Event types of the turn aggregate. The name is written here once and never
 // derived from a Go type.
 const (
@@ -211,6 +250,9 @@ const (
 	EvTurnStopRequested  = "turn.stop_requested"
 	EvTurnStopped        = "turn.stopped"
 	EvTurnClaimExpired   = "turn.claim_expired"
+	EvTurnExpired        = "turn.expired"
+	EvTurnTimedOut       = "turn.timed_out"
+	EvTurnRetryScheduled = "turn.retry_scheduled"
 )
 
 // turnEvents is the codec's table of the turn events: type and version, with the Go
@@ -226,6 +268,9 @@ var turnEvents = map[codecKey]eventType{
 	{EvTurnStopRequested, 1}:  {AggTurn, func() any { return new(TurnStopRequested) }},
 	{EvTurnStopped, 1}:        {AggTurn, func() any { return new(TurnStopped) }},
 	{EvTurnClaimExpired, 1}:   {AggTurn, func() any { return new(TurnClaimExpired) }},
+	{EvTurnExpired, 1}:        {AggTurn, func() any { return new(TurnExpired) }},
+	{EvTurnTimedOut, 1}:       {AggTurn, func() any { return new(TurnTimedOut) }},
+	{EvTurnRetryScheduled, 1}: {AggTurn, func() any { return new(TurnRetryScheduled) }},
 }
 
 // TurnRef names a Turn of a project.
@@ -260,6 +305,106 @@ type TurnDispatched struct {
 	Authority   Authority       `json:"authority"`
 	RootTurnID  string          `json:"root_turn_id"`
 	Depth       int             `json:"depth"`
+	Schedule
+	// RetryOf is the Turn this one retries (the :retry route).
+	RetryOf string `json:"retry_of,omitempty"`
+}
+
+// Schedule is when and how often a Turn may run: the optional scheduling
+// fields of a dispatch. The zero Schedule is the default: priority 3 (kept
+// as 0 on the ledger), claimable at once, no expiry, no deadline, no limit on
+// attempts.
+type Schedule struct {
+	Priority     int        `json:"priority,omitempty"`      // 1 runs first; 0 reads as DefaultPriority
+	NotBefore    *time.Time `json:"not_before,omitempty"`    // not claimable before
+	ClaimBy      *time.Time `json:"claim_by,omitempty"`      // expired when still never claimed then
+	Deadline     *time.Time `json:"deadline,omitempty"`      // timed out when not finished then
+	MaxAttempts  int        `json:"max_attempts,omitempty"`  // claims allowed; 0: no limit
+	RetryBackoff *Backoff   `json:"retry_backoff,omitempty"` // delays of retries; nil: DefaultBackoff
+}
+
+// Backoff is the delay before a retry: InitialS seconds after the first
+// attempt, multiplied by Factor for each attempt after it, at most MaxS.
+type Backoff struct {
+	InitialS float64 `json:"initial_s"`
+	Factor   float64 `json:"factor"`
+	MaxS     float64 `json:"max_s"`
+}
+
+// Scheduling defaults and bounds.
+const (
+	MinPriority     = 1
+	MaxPriority     = 5
+	DefaultPriority = 3
+	// MaxAttemptsLimit bounds max_attempts.
+	MaxAttemptsLimit = 1000
+	// maxBackoffS bounds initial_s and max_s: a day.
+	maxBackoffS = 86400
+)
+
+// DefaultBackoff is the backoff of a Turn that asks for retries without one.
+var DefaultBackoff = Backoff{InitialS: 1, Factor: 2, MaxS: 60}
+
+// EffectivePriority is the priority a Turn runs at.
+func (s Schedule) EffectivePriority() int {
+	if s.Priority == 0 {
+		return DefaultPriority
+	}
+	return s.Priority
+}
+
+// Delay is the backoff before the retry that follows the given attempt
+// (1 for the first claim).
+func (b Backoff) Delay(attempt int) time.Duration {
+	s := b.InitialS
+	for i := 1; i < attempt && s < b.MaxS; i++ {
+		s *= b.Factor
+	}
+	s = min(s, b.MaxS)
+	return time.Duration(s * float64(time.Second)).Truncate(time.Millisecond)
+}
+
+func (s Schedule) backoff() Backoff {
+	if s.RetryBackoff == nil {
+		return DefaultBackoff
+	}
+	return *s.RetryBackoff
+}
+
+// validate checks the schedule of a new dispatch at now.
+func (s Schedule) validate(now time.Time) error {
+	if s.Priority != 0 && (s.Priority < MinPriority || s.Priority > MaxPriority) {
+		return invalid("priority must be an integer from %d (runs first) to %d", MinPriority, MaxPriority)
+	}
+	if s.ClaimBy != nil && !s.ClaimBy.After(now) {
+		return invalid("claim_by must be in the future")
+	}
+	if s.Deadline != nil && !s.Deadline.After(now) {
+		return invalid("deadline must be in the future")
+	}
+	if s.ClaimBy != nil && s.Deadline != nil && s.ClaimBy.After(*s.Deadline) {
+		return invalid("claim_by must not be after deadline")
+	}
+	if s.NotBefore != nil && s.ClaimBy != nil && !s.NotBefore.Before(*s.ClaimBy) {
+		return invalid("not_before must be before claim_by")
+	}
+	if s.NotBefore != nil && s.Deadline != nil && !s.NotBefore.Before(*s.Deadline) {
+		return invalid("not_before must be before deadline")
+	}
+	if s.MaxAttempts < 0 || s.MaxAttempts > MaxAttemptsLimit {
+		return invalid("max_attempts must be an integer from 1 to %d", MaxAttemptsLimit)
+	}
+	if b := s.RetryBackoff; b != nil {
+		switch {
+		case !(b.InitialS > 0 && b.InitialS <= maxBackoffS):
+			return invalid("retry_backoff.initial_s must be more than 0 and at most %d", maxBackoffS)
+		case !(b.Factor >= 1 && b.Factor <= 100):
+			return invalid("retry_backoff.factor must be from 1 to 100")
+		case !(b.MaxS >= b.InitialS && b.MaxS <= maxBackoffS):
+			return invalid("retry_backoff.max_s must be at least initial_s and at most %d", maxBackoffS)
+		}
+	}
+	return nil
 }
 
 // TurnClaimed: an agent took the Turn under a fenced lease. Only the claim
@@ -321,6 +466,34 @@ type TurnStopped struct {
 type TurnClaimExpired struct {
 	ClaimID string `json:"claim_id"`
 	Stopped bool   `json:"stopped"`
+	// Dead: the claim was the Turn's last allowed attempt (max_attempts),
+	// so the Turn ends with outcome dead.
+	Dead bool `json:"dead,omitempty"`
+}
+
+// TurnExpired: a Turn never claimed was still queued at its claim_by; it
+// ends with outcome expired.
+type TurnExpired struct {
+	ClaimBy time.Time `json:"claim_by"`
+}
+
+// TurnTimedOut: a Turn was not finished by its deadline; it ends with
+// outcome timed_out, and a live claim dies with it.
+type TurnTimedOut struct {
+	Deadline time.Time `json:"deadline"`
+	ClaimID  string    `json:"claim_id,omitempty"` // the claim that died with it
+}
+
+// TurnRetryScheduled: the holder finished the Turn as failed and asked for
+// a retry while attempts remained. The claim is released and the Turn goes
+// back to the queue, claimable from NotBefore; the failure's final payload
+// is kept as a record of the Turn (turn_seq TurnSeq, role FinalRecordRole).
+type TurnRetryScheduled struct {
+	ClaimID         string          `json:"claim_id"`
+	NotBefore       time.Time       `json:"not_before"`
+	FinalPayload    json.RawMessage `json:"final_payload,omitempty"`
+	FinalRecordRole string          `json:"final_record_role,omitempty"`
+	TurnSeq         uint64          `json:"turn_seq,omitempty"`
 }
 
 // Dispatch creates a Turn.
@@ -489,7 +662,7 @@ func (cmd ClaimNext) decide(d decider) (*Event, error) {
 	if !a.Spec.Enabled || a.Drained || a.ActiveClaims >= a.Spec.Capacity {
 		return nil, nil
 	}
-	t := d.p.NextQueued(cmd.AgentID)
+	t := d.p.NextQueued(cmd.AgentID, d.now)
 	if t == nil {
 		return nil, nil
 	}

@@ -1,6 +1,9 @@
 package kernel
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // turnSamples has one sample of every event of the turn aggregate, pinned by
 // the golden files under testdata/events (golden_test.go).
@@ -17,5 +20,9 @@ func turnSamples() []Event {
 		sample(EvTurnStopRequested, AggTurn, "turn_1", &TurnStopRequested{RequestedBy: AgentRef{"p1", "req"}}),
 		sample(EvTurnStopped, AggTurn, "turn_1", &TurnStopped{RequestedBy: AgentRef{"p1", "req"}}),
 		sample(EvTurnClaimExpired, AggTurn, "turn_1", &TurnClaimExpired{ClaimID: "clm_1", Stopped: true}),
+		sample(EvTurnExpired, AggTurn, "turn_1", &TurnExpired{ClaimBy: t0}),
+		sample(EvTurnTimedOut, AggTurn, "turn_1", &TurnTimedOut{Deadline: t0, ClaimID: "clm_1"}),
+		sample(EvTurnRetryScheduled, AggTurn, "turn_1", &TurnRetryScheduled{ClaimID: "clm_1", NotBefore: t0.Add(time.Second),
+			FinalPayload: json.RawMessage(`{"error":"boom"}`), FinalRecordRole: "error", TurnSeq: 3}),
 	}
 }
