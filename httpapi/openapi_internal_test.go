@@ -35,13 +35,17 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 }
 
 // TestOpenAPIDocument: the document is OpenAPI 3.1 with unique operation
-// ids, and each of its schemas compiles as JSON Schema 2020-12 with every
-// $ref resolved.
+// ids, each operation in one of the document's tags, and each of its schemas
+// compiles as JSON Schema 2020-12 with every $ref resolved.
 func TestOpenAPIDocument(t *testing.T) {
 	var doc struct {
 		OpenAPI string `json:"openapi"`
-		Paths   map[string]map[string]struct {
-			OperationID string `json:"operationId"`
+		Tags    []struct {
+			Name string `json:"name"`
+		} `json:"tags"`
+		Paths map[string]map[string]struct {
+			OperationID string   `json:"operationId"`
+			Tags        []string `json:"tags"`
 		} `json:"paths"`
 		Components struct {
 			Schemas map[string]json.RawMessage `json:"schemas"`
@@ -53,6 +57,10 @@ func TestOpenAPIDocument(t *testing.T) {
 	if doc.OpenAPI != "3.1.0" {
 		t.Errorf("openapi = %q, want 3.1.0", doc.OpenAPI)
 	}
+	tags := map[string]bool{}
+	for _, tag := range doc.Tags {
+		tags[tag.Name] = true
+	}
 	ids := map[string]string{}
 	for path, item := range doc.Paths {
 		for method, op := range item {
@@ -63,6 +71,9 @@ func TestOpenAPIDocument(t *testing.T) {
 				t.Errorf("operationId %q is used by %s and %s %s", op.OperationID, prev, method, path)
 			}
 			ids[op.OperationID] = method + " " + path
+			if len(op.Tags) != 1 || !tags[op.Tags[0]] {
+				t.Errorf("%s %s has tags %q, want one of the document's tags", method, path, op.Tags)
+			}
 		}
 	}
 	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(OpenAPI()))
