@@ -8,7 +8,9 @@
 //
 //  1. Route. verbRouter (router.go) splits a custom verb such as :dispatch
 //     off the last path segment, so /turns:dispatch and /turns/{turn_id}
-//     can both be routed; routes.go lists every route with its wrapper.
+//     can both be routed. routes.go holds the route table: each route once,
+//     with who may call it (its wrapper), its handler and its OpenAPI
+//     operation (openapi.go builds the document from the same table).
 //  2. Authenticate. The wrapper decides who asks: project (the agent's
 //     three headers, checked by Engine.Authenticate against the write model
 //     caught up with the ledger, or the admin bearer), admin (the bearer

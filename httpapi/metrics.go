@@ -71,32 +71,13 @@ func openAPIPath(pattern string) string {
 	return strings.Join(segs, "/")
 }
 
-// operationID returns the operationId of a route.
-func operationID(method, pattern string) string {
-	p := openAPIPath(pattern)
-	for _, op := range operations {
-		if op.method == method && op.path == p {
-			return op.id
-		}
-	}
-	return strings.ToLower(method) + " " + p
-}
-
-// registrar registers routes on the router, each handler wrapped for the
-// Observer.
-type registrar struct{ s *Server }
-
-func (r registrar) Handle(method, pattern string, h httprouter.Handle) {
-	r.s.router.Handle(method, pattern, r.s.observed(method, pattern, h))
-}
-
-// observed wraps a handler so the Observer sees its requests.
-func (s *Server) observed(method, pattern string, h httprouter.Handle) httprouter.Handle {
+// observed wraps the handler of the route with operationId id so the
+// Observer sees its requests.
+func (s *Server) observed(id, method string, h httprouter.Handle) httprouter.Handle {
 	obs := s.cfg.Metrics.Observer
 	if obs == nil {
 		return h
 	}
-	id := operationID(method, pattern)
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		start := time.Now()
 		sw := &observedWriter{ResponseWriter: w, status: http.StatusOK}

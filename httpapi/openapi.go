@@ -11,25 +11,36 @@ import (
 )
 
 // The OpenAPI 3.1 document of every route the Server serves, built once from
-// the table below and served at GET /openapi.json without credentials.
-// openapi_test.go checks it both ways against the router (a route missing
-// from either side fails) and validates real responses of a lifecycle
-// against its schemas, so it cannot drift from the code unnoticed.
+// the route table (routes.go) and served at GET /openapi.json without
+// credentials. openapi_test.go checks it both ways against the table (a
+// route missing from either side fails) and validates real responses of a
+// lifecycle against its schemas, so it cannot drift from the code unnoticed.
 //
 // Response objects are closed (additionalProperties: false) and list every
 // field as required: a field added to a response must be added here too.
 
 // OpenAPI returns the OpenAPI 3.1 document (JSON) of the coordination API.
 // Callers must not modify the returned bytes.
-func OpenAPI() []byte { return openAPIDoc() }
+func OpenAPI() []byte {
+	openAPIOnce.Do(func() {
+		// The table of a zero Server: only its metadata is read, never its
+		// handlers.
+		b, err := json.MarshalIndent(buildOpenAPI(new(Server).routes()), "", "  ")
+		if err != nil {
+			panic("httpapi: encode the OpenAPI document: " + err.Error())
+		}
+		openAPIDoc = append(b, '\n')
+	})
+	return openAPIDoc
+}
 
-var openAPIDoc = sync.OnceValue(func() []byte {
-	b, err := json.MarshalIndent(buildOpenAPI(), "", "  ")
-	if err != nil {
-		panic("httpapi: encode the OpenAPI document: " + err.Error())
-	}
-	return append(b, '\n')
-})
+// The document, built on first use. A sync.Once rather than a variable made
+// by sync.OnceValue: the table holds the handler that serves the document,
+// so such a variable would be initialized from itself.
+var (
+	openAPIOnce sync.Once
+	openAPIDoc  []byte
+)
 
 func (s *Server) openapi(w http.ResponseWriter, c *call) error {
 	w.Header().Set("Content-Type", "application/json")
@@ -39,94 +50,6 @@ func (s *Server) openapi(w http.ResponseWriter, c *call) error {
 }
 
 type m = map[string]any
-
-// Who may call a route.
-type access int
-
-const (
-	anyone  access = iota // no credentials
-	admin                 // the admin bearer
-	project               // an agent (three headers) or the admin bearer
-)
-
-// operation is one route of the document.
-type operation struct {
-	method, path, id, summary string
-	access                    access
-	query                     []string // names of components/parameters
-	body                      string   // request schema; "" when none
-	bodyOptional              bool     // an empty body is accepted
-	resp                      m        // schema of the 200 body
-	stream                    bool     // also answers text/event-stream
-	respType                  string   // content type of the 200 body; default application/json
-}
-
-const pp = "/v3r1/projects/{project_id}"
-
-// operations lists every route. The router check in openapi_test.go keeps it
-// equal to routes().
-var operations = []operation{
-	{method: "GET", path: "/healthz", id: "healthz", summary: "Liveness check.", access: anyone, resp: ref("Health")},
-	{method: "GET", path: "/admin/v1/projects", id: "listProjects", summary: "Every project with an event in the projections (admin).", access: admin, resp: closed(m{"items": m{"type": "array", "items": closed(m{"project_id": tStr})}, "diagnostics": m{"type": "array", "items": ref("Diagnostic")}})},
-	{method: "GET", path: "/readyz", id: "readyz", summary: "Readiness: backend, projections and claim-reaper settings; 503 when not ready.", access: anyone, resp: m{"type": "object", "required": []string{"status"}, "properties": m{"status": m{"type": "string", "enum": []string{"ready", "not_ready"}}}}},
-	{method: "GET", path: "/openapi.json", id: "openapi", summary: "This document.", access: anyone, resp: m{"type": "object"}},
-	{method: "GET", path: "/metrics", id: "metrics", summary: "Prometheus metrics (text exposition format); from loopback only unless configured otherwise.", access: anyone, resp: m{"type": "string"}, respType: "text/plain"},
-
-	{method: "POST", path: "/admin/v1/projects/{project_id}/agent-credential-tokens:request", id: "requestAgentCredentialTokens", summary: "Bootstrap an agent's profile (registering it when new or when a spec is given) and issue a one-time credential.", access: admin, body: "TokensRequestBody", resp: ref("CredentialMaterial")},
-	{method: "POST", path: "/admin/v1/projects/{project_id}/agent-join-invites", id: "createJoinInvite", summary: "Create a scoped join invite; the join code is returned once.", access: admin, body: "InviteBody", resp: ref("InviteCreated")},
-	{method: "POST", path: "/admin/v1/agent-joins:redeem", id: "redeemJoin", summary: "Redeem a join code: profile metadata and a one-time agent credential token.", access: anyone, body: "RedeemBody", resp: ref("CredentialMaterial")},
-	{method: "POST", path: "/admin/v1/byoa/join:redeem", id: "redeemJoinByoa", summary: "Compatibility alias of /admin/v1/agent-joins:redeem.", access: anyone, body: "RedeemBody", resp: ref("CredentialMaterial")},
-
-	{method: "POST", path: pp + "/agents:register", id: "registerAgent", summary: "Register an agent or replace its spec (the agents:register grant, or the admin).", access: project, body: "RegisterBody", resp: ref("AgentView")},
-	{method: "POST", path: pp + "/agents/{agent_id}/credentials:issue", id: "issueCredential", summary: "Issue a credential; the token is returned once.", access: project, body: "ContextBody", bodyOptional: true, resp: ref("IssuedCredential")},
-	{method: "POST", path: pp + "/agents/{agent_id}/credentials/{credential_id}:revoke", id: "revokeCredential", summary: "Revoke a credential.", access: project, body: "ContextBody", bodyOptional: true, resp: ref("Ok")},
-	{method: "GET", path: pp + "/agents/{agent_id}/credentials", id: "listCredentials", summary: "List an agent's credentials (its own, or with credentials:admin).", access: project, resp: ref("CredentialList")},
-	{method: "GET", path: pp + "/agents/{agent_id}", id: "getAgent", summary: "The agent truth snapshot.", access: project, resp: ref("AgentView")},
-	{method: "POST", path: pp + "/agents/{agent_id}/work-memory-reports", id: "submitWorkMemoryReport", summary: "Submit a work-memory report manifest as the agent.", access: project, body: "WorkMemoryReport", resp: ref("ReportResult")},
-	{method: "POST", path: pp + "/management/agents/{agent_id}:drain", id: "drainAgent", summary: "Stop admitting new Turns to the agent.", access: project, body: "AdmissionBody", resp: ref("AgentView")},
-	{method: "POST", path: pp + "/management/agents/{agent_id}:resume", id: "resumeAgent", summary: "Admit new Turns to the agent again.", access: project, body: "AdmissionBody", resp: ref("AgentView")},
-	{method: "POST", path: pp + "/management/agents/{agent_id}:heartbeat-presence", id: "heartbeatPresence", summary: "Record the agent's presence.", access: project, body: "HeartbeatBody", bodyOptional: true, resp: ref("AgentView")},
-	{method: "PUT", path: pp + "/management/agents/{agent_id}/public-metadata", id: "replacePublicMetadata", summary: "Replace the agent's public metadata (the body is the new metadata object).", access: project, body: "PublicMetadata", resp: ref("AgentView")},
-	{method: "GET", path: pp + "/agents/{agent_id}/feed", id: "agentFeed", summary: "The agent's ledger feed; with Accept: text/event-stream, a live stream of it.", access: project, query: []string{"after_ledger_seq", "limit"}, resp: ref("FeedPage"), stream: true},
-
-	{method: "POST", path: pp + "/turns:dispatch", id: "dispatchTurn", summary: "Dispatch a root or child Turn.", access: project, body: "DispatchBody", resp: ref("TurnView")},
-	{method: "GET", path: pp + "/turns/{turn_id}", id: "getTurn", summary: "The Turn snapshot.", access: project, resp: ref("TurnView")},
-	{method: "GET", path: pp + "/turns/{turn_id}/context", id: "turnContext", summary: "The Turn's semantic context, by turn_seq.", access: project, query: []string{"after_turn_seq", "limit"}, resp: ref("ContextPage")},
-	{method: "GET", path: pp + "/turns/{turn_id}/feed", id: "turnFeed", summary: "The Turn's ledger feed; with Accept: text/event-stream, a live stream of it.", access: project, query: []string{"after_ledger_seq", "limit"}, resp: ref("FeedPage"), stream: true},
-	{method: "POST", path: pp + "/management/turns/{turn_id}:stop", id: "stopTurn", summary: "Request a stop of the Turn.", access: project, body: "RequestedByBody", resp: ref("TurnView")},
-	{method: "POST", path: pp + "/turns/{turn_id}:resume", id: "resumeTurn", summary: "Resume a suspended Turn.", access: project, body: "RequestedByBody", resp: ref("TurnView")},
-
-	{method: "POST", path: pp + "/agents/{agent_id}/claims:claim", id: "claimTurn", summary: "Claim the next available Turn for the agent; null when none. With wait, hold the request until one is available or the wait ends.", access: project, query: []string{"wait"}, body: "ClaimBody", resp: m{"anyOf": []any{ref("ClaimResult"), m{"type": "null"}}}},
-	{method: "POST", path: pp + "/claims:renew", id: "renewClaim", summary: "Renew an active claim by the claim TTL.", access: project, body: "FencedBody", resp: ref("RenewResult")},
-	{method: "POST", path: pp + "/claims:reconcile-expired", id: "reconcileExpiredClaims", summary: "Release the project's expired claims.", access: project, body: "ContextBody", bodyOptional: true, resp: ref("ReconcileResult")},
-	{method: "POST", path: pp + "/turns/{turn_id}/semantic-records", id: "appendSemanticRecord", summary: "Append a semantic record under the active claim.", access: project, body: "RecordBody", resp: ref("RecordResult")},
-	{method: "POST", path: pp + "/turns/{turn_id}:suspend", id: "suspendTurn", summary: "Suspend the claimed Turn (the claim is released).", access: project, body: "FencedBody", resp: ref("TurnView")},
-	{method: "POST", path: pp + "/turns/{turn_id}:finish", id: "finishTurn", summary: "Finish the claimed Turn with an outcome.", access: project, body: "FinishBody", resp: ref("TurnView")},
-
-	{method: "GET", path: pp + "/projection/agents", id: "listAgents", summary: "Agent directory entries.", access: project, query: []string{"agent_id_filter", "enabled_only", "accepts_work_only", "role", "capability", "limit"}, resp: ref("AgentPage")},
-	{method: "GET", path: pp + "/projection/turn-offers", id: "listTurnOffers", summary: "Canonical Turn offers: one per (agent, capability).", access: project, query: []string{"turn_kind", "agent_id_filter", "enabled_only", "accepts_work_only", "limit"}, resp: ref("OfferPage")},
-	{method: "GET", path: pp + "/projection/turns", id: "listTurns", summary: "Projected Turns in dispatch order; after_ledger_seq is the cursor (a dispatch ledger_seq).", access: project, query: []string{"target_agent_id", "turn_kind", "state", "outcome", "stop_requested_only", "after_ledger_seq", "limit"}, resp: ref("TurnPage")},
-	{method: "GET", path: pp + "/projection/turns/{turn_id}/lineage", id: "turnLineage", summary: "The Turn's lineage: ancestors, itself, descendants.", access: project, query: []string{"limit"}, resp: ref("LineagePage")},
-	{method: "GET", path: pp + "/projection/feed", id: "projectFeed", summary: "The project's ledger feed; with Accept: text/event-stream, a live stream of it.", access: project, query: []string{"after_ledger_seq", "limit"}, resp: ref("FeedPage"), stream: true},
-}
-
-// tagOf groups a route for a reference: Service, Admin, Agents, Turns,
-// Claims or Projections.
-func tagOf(path string) string {
-	switch {
-	case strings.HasPrefix(path, "/admin/"):
-		return "Admin"
-	case !strings.HasPrefix(path, pp):
-		return "Service"
-	case strings.Contains(path, "/projection/"):
-		return "Projections"
-	case strings.Contains(path, "claims:") || strings.Contains(path, "/semantic-records") || strings.HasSuffix(path, ":suspend") || strings.HasSuffix(path, ":finish"):
-		return "Claims"
-	case strings.Contains(path, "/turns"):
-		return "Turns"
-	}
-	return "Agents"
-}
 
 func ref(name string) m { return m{"$ref": "#/components/schemas/" + name} }
 
@@ -387,14 +310,15 @@ func pathParams(path string) []string {
 	}
 }
 
-func buildOpenAPI() m {
+func buildOpenAPI(routes []route) m {
 	errResp := func(desc string) m {
 		return m{"description": desc, "content": m{"application/json": m{"schema": ref("ErrorBody")}}}
 	}
 	paths := m{}
-	for _, op := range operations {
+	for _, op := range routes {
+		path := openAPIPath(op.path)
 		var params []any
-		for _, p := range pathParams(op.path) {
+		for _, p := range pathParams(path) {
 			params = append(params, m{"$ref": "#/components/parameters/" + p})
 		}
 		for _, p := range op.query {
@@ -421,7 +345,7 @@ func buildOpenAPI() m {
 			"200":     m{"description": "OK", "content": content},
 			"default": errResp("An error: ErrorBody with the error name and a message (401, 403, 404, 409, 413, 422, 400, 503, 500)."),
 		}
-		o := m{"operationId": op.id, "summary": op.summary, "tags": []string{tagOf(op.path)}, "responses": responses}
+		o := m{"operationId": op.id, "summary": op.summary, "tags": []string{op.tag}, "responses": responses}
 		if params != nil {
 			o["parameters"] = params
 		}
@@ -436,10 +360,10 @@ func buildOpenAPI() m {
 		if op.body != "" {
 			o["requestBody"] = m{"required": !op.bodyOptional, "content": m{"application/json": m{"schema": ref(op.body)}}}
 		}
-		item, _ := paths[op.path].(m)
+		item, _ := paths[path].(m)
 		if item == nil {
 			item = m{}
-			paths[op.path] = item
+			paths[path] = item
 		}
 		item[strings.ToLower(op.method)] = o
 	}

@@ -11,19 +11,10 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// TestOpenAPIMatchesRouter: every route of the router is in the document,
-// and every operation of the document is a route.
+// TestOpenAPIMatchesRouter: every route of the table is in the document,
+// once, and every operation of the document is a route.
 func TestOpenAPIMatchesRouter(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.AdminTokenHash = "x"
-	s, err := New(nil, nil, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var routes []string
-	for _, rt := range s.router.routes {
-		routes = append(routes, rt.method+" "+openAPIPath(rt.pattern))
-	}
+	routes := tableRoutes()
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}
@@ -39,18 +30,22 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	slices.Sort(routes)
 	slices.Sort(documented)
 	if diff := cmp.Diff(routes, documented); diff != "" {
-		t.Errorf("routes of the router (-) and operations of the OpenAPI document (+) differ:\n%s", diff)
+		t.Errorf("routes of the table (-) and operations of the OpenAPI document (+) differ:\n%s", diff)
 	}
 }
 
 // TestOpenAPIDocument: the document is OpenAPI 3.1 with unique operation
-// ids, and each of its schemas compiles as JSON Schema 2020-12 with every
-// $ref resolved.
+// ids, each operation in one of the document's tags, and each of its schemas
+// compiles as JSON Schema 2020-12 with every $ref resolved.
 func TestOpenAPIDocument(t *testing.T) {
 	var doc struct {
 		OpenAPI string `json:"openapi"`
-		Paths   map[string]map[string]struct {
-			OperationID string `json:"operationId"`
+		Tags    []struct {
+			Name string `json:"name"`
+		} `json:"tags"`
+		Paths map[string]map[string]struct {
+			OperationID string   `json:"operationId"`
+			Tags        []string `json:"tags"`
 		} `json:"paths"`
 		Components struct {
 			Schemas map[string]json.RawMessage `json:"schemas"`
@@ -62,6 +57,10 @@ func TestOpenAPIDocument(t *testing.T) {
 	if doc.OpenAPI != "3.1.0" {
 		t.Errorf("openapi = %q, want 3.1.0", doc.OpenAPI)
 	}
+	tags := map[string]bool{}
+	for _, tag := range doc.Tags {
+		tags[tag.Name] = true
+	}
 	ids := map[string]string{}
 	for path, item := range doc.Paths {
 		for method, op := range item {
@@ -72,6 +71,9 @@ func TestOpenAPIDocument(t *testing.T) {
 				t.Errorf("operationId %q is used by %s and %s %s", op.OperationID, prev, method, path)
 			}
 			ids[op.OperationID] = method + " " + path
+			if len(op.Tags) != 1 || !tags[op.Tags[0]] {
+				t.Errorf("%s %s has tags %q, want one of the document's tags", method, path, op.Tags)
+			}
 		}
 	}
 	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(OpenAPI()))

@@ -19,11 +19,7 @@ type verbRouter struct {
 	notFound http.Handler
 	notAllow http.Handler
 	panics   func(http.ResponseWriter, *http.Request, any)
-	routes   []route // every registered route, in order: what docs/api.md is checked against
 }
-
-// route is one registered method and pattern.
-type route struct{ method, pattern string }
 
 func newVerbRouter(notFound, notAllowed http.Handler, panics func(http.ResponseWriter, *http.Request, any)) *verbRouter {
 	return &verbRouter{trees: map[string]*httprouter.Router{}, notFound: notFound, notAllow: notAllowed, panics: panics}
@@ -57,7 +53,6 @@ func splitPatternVerb(pattern string) (string, string) {
 // Handle registers h for method and a pattern in httprouter syntax, with an
 // optional ":verb" at the end of the last segment.
 func (v *verbRouter) Handle(method, pattern string, h httprouter.Handle) {
-	v.routes = append(v.routes, route{method, pattern})
 	path, verb := splitPatternVerb(pattern)
 	t := v.trees[verb]
 	if t == nil {

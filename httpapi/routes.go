@@ -3,61 +3,186 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/julienschmidt/httprouter"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 )
 
-// routes registers every route of the coordination API.
-func (s *Server) routes() {
-	r := registrar{s} // s.router, with each handler observed (metrics.go)
+// Who may call a route: it picks the route's wrapper (server.go) and its
+// security in the OpenAPI document.
+type access int
+
+const (
+	anyone  access = iota // no credentials
+	admin                 // the admin bearer
+	project               // an agent (three headers) or the admin bearer
+)
+
+// route is one route of the API, declared once: the router serves it, the
+// OpenAPI document describes it (openapi.go) and docs/api.md is checked
+// against it (apidoc_test.go).
+type route struct {
+	method string
+	path   string // httprouter syntax, the last segment may end in a custom verb: "/turns/:turn_id:resume"
+	access access // who may call it
+	handle handler
+
+	// The OpenAPI operation.
+	tag, id, summary string
+	query            []string // names of components/parameters
+	body             string   // request schema; "" when none
+	bodyOptional     bool     // an empty body is accepted
+	resp             m        // schema of the 200 body
+	respType         string   // content type of the 200 body; default application/json
+	stream           bool     // also answers text/event-stream
+}
+
+// routes is the route table: every route of the coordination API and the
+// admin surface, once. The document's groups (tag) are docs/api.md's
+// sections.
+func (s *Server) routes() []route {
 	const p = "/v3r1/projects/:project_id"
+	return []route{
+		{method: http.MethodGet, path: "/healthz", access: anyone, handle: s.healthz,
+			tag: "Service", id: "healthz", summary: "Liveness check.",
+			resp: ref("Health")},
+		{method: http.MethodGet, path: "/readyz", access: anyone, handle: s.readyz,
+			tag: "Service", id: "readyz", summary: "Readiness: backend, projections and claim-reaper settings; 503 when not ready.",
+			resp: m{"type": "object", "required": []string{"status"}, "properties": m{"status": m{"type": "string", "enum": []string{"ready", "not_ready"}}}}},
+		{method: http.MethodGet, path: "/openapi.json", access: anyone, handle: s.openapi,
+			tag: "Service", id: "openapi", summary: "This document.",
+			resp: m{"type": "object"}},
+		{method: http.MethodGet, path: "/metrics", access: anyone, handle: s.metrics,
+			tag: "Service", id: "metrics", summary: "Prometheus metrics (text exposition format); from loopback only unless configured otherwise.",
+			resp: m{"type": "string"}, respType: "text/plain"},
 
-	r.Handle(http.MethodGet, "/healthz", s.public(s.healthz))
-	r.Handle(http.MethodGet, "/readyz", s.public(s.readyz))
-	r.Handle(http.MethodGet, "/openapi.json", s.public(s.openapi))
-	r.Handle(http.MethodGet, "/metrics", s.public(s.metrics))
+		// Admin surface.
+		{method: http.MethodGet, path: "/admin/v1/projects", access: admin, handle: s.listProjects,
+			tag: "Admin", id: "listProjects", summary: "Every project with an event in the projections (admin).",
+			resp: closed(m{"items": m{"type": "array", "items": closed(m{"project_id": tStr})}, "diagnostics": m{"type": "array", "items": ref("Diagnostic")}})},
+		{method: http.MethodPost, path: "/admin/v1/projects/:project_id/agent-credential-tokens:request", access: admin, handle: s.requestCredentialTokens,
+			tag: "Admin", id: "requestAgentCredentialTokens", summary: "Bootstrap an agent's profile (registering it when new or when a spec is given) and issue a one-time credential.",
+			body: "TokensRequestBody", resp: ref("CredentialMaterial")},
+		{method: http.MethodPost, path: "/admin/v1/projects/:project_id/agent-join-invites", access: admin, handle: s.createInvite,
+			tag: "Admin", id: "createJoinInvite", summary: "Create a scoped join invite; the join code is returned once.",
+			body: "InviteBody", resp: ref("InviteCreated")},
+		{method: http.MethodPost, path: "/admin/v1/agent-joins:redeem", access: anyone, handle: s.redeemJoin,
+			tag: "Admin", id: "redeemJoin", summary: "Redeem a join code: profile metadata and a one-time agent credential token.",
+			body: "RedeemBody", resp: ref("CredentialMaterial")},
+		{method: http.MethodPost, path: "/admin/v1/byoa/join:redeem", access: anyone, handle: s.redeemJoin,
+			tag: "Admin", id: "redeemJoinByoa", summary: "Compatibility alias of /admin/v1/agent-joins:redeem.",
+			body: "RedeemBody", resp: ref("CredentialMaterial")},
 
-	// Admin surface.
-	r.Handle(http.MethodGet, "/admin/v1/projects", s.admin(s.listProjects))
-	r.Handle(http.MethodPost, "/admin/v1/projects/:project_id/agent-credential-tokens:request", s.admin(s.requestCredentialTokens))
-	r.Handle(http.MethodPost, "/admin/v1/projects/:project_id/agent-join-invites", s.admin(s.createInvite))
-	r.Handle(http.MethodPost, "/admin/v1/agent-joins:redeem", s.public(s.redeemJoin))
-	r.Handle(http.MethodPost, "/admin/v1/byoa/join:redeem", s.public(s.redeemJoin))
+		// Agents and credentials.
+		{method: http.MethodPost, path: p + "/agents:register", access: project, handle: s.registerAgent,
+			tag: "Agents", id: "registerAgent", summary: "Register an agent or replace its spec (the agents:register grant, or the admin).",
+			body: "RegisterBody", resp: ref("AgentView")},
+		{method: http.MethodPost, path: p + "/agents/:agent_id/credentials:issue", access: project, handle: s.issueCredential,
+			tag: "Agents", id: "issueCredential", summary: "Issue a credential; the token is returned once.",
+			body: "ContextBody", bodyOptional: true, resp: ref("IssuedCredential")},
+		{method: http.MethodPost, path: p + "/agents/:agent_id/credentials/:credential_id:revoke", access: project, handle: s.revokeCredential,
+			tag: "Agents", id: "revokeCredential", summary: "Revoke a credential.",
+			body: "ContextBody", bodyOptional: true, resp: ref("Ok")},
+		{method: http.MethodGet, path: p + "/agents/:agent_id/credentials", access: project, handle: s.listCredentials,
+			tag: "Agents", id: "listCredentials", summary: "List an agent's credentials (its own, or with credentials:admin).",
+			resp: ref("CredentialList")},
+		{method: http.MethodGet, path: p + "/agents/:agent_id", access: project, handle: s.getAgent,
+			tag: "Agents", id: "getAgent", summary: "The agent truth snapshot.",
+			resp: ref("AgentView")},
+		{method: http.MethodPost, path: p + "/agents/:agent_id/work-memory-reports", access: project, handle: s.workMemoryReport,
+			tag: "Agents", id: "submitWorkMemoryReport", summary: "Submit a work-memory report manifest as the agent.",
+			body: "WorkMemoryReport", resp: ref("ReportResult")},
+		{method: http.MethodPost, path: p + "/management/agents/:agent_id:drain", access: project, handle: s.drainAgent,
+			tag: "Agents", id: "drainAgent", summary: "Stop admitting new Turns to the agent.",
+			body: "AdmissionBody", resp: ref("AgentView")},
+		{method: http.MethodPost, path: p + "/management/agents/:agent_id:resume", access: project, handle: s.resumeAgent,
+			tag: "Agents", id: "resumeAgent", summary: "Admit new Turns to the agent again.",
+			body: "AdmissionBody", resp: ref("AgentView")},
+		{method: http.MethodPost, path: p + "/management/agents/:agent_id:heartbeat-presence", access: project, handle: s.heartbeat,
+			tag: "Agents", id: "heartbeatPresence", summary: "Record the agent's presence.",
+			body: "HeartbeatBody", bodyOptional: true, resp: ref("AgentView")},
+		{method: http.MethodPut, path: p + "/management/agents/:agent_id/public-metadata", access: project, handle: s.replaceMetadata,
+			tag: "Agents", id: "replacePublicMetadata", summary: "Replace the agent's public metadata (the body is the new metadata object).",
+			body: "PublicMetadata", resp: ref("AgentView")},
+		{method: http.MethodGet, path: p + "/agents/:agent_id/feed", access: project, handle: s.agentFeed,
+			tag: "Agents", id: "agentFeed", summary: "The agent's ledger feed; with Accept: text/event-stream, a live stream of it.",
+			query: []string{"after_ledger_seq", "limit"}, resp: ref("FeedPage"), stream: true},
 
-	// Agents and credentials.
-	r.Handle(http.MethodPost, p+"/agents:register", s.project(s.registerAgent))
-	r.Handle(http.MethodPost, p+"/agents/:agent_id/credentials:issue", s.project(s.issueCredential))
-	r.Handle(http.MethodPost, p+"/agents/:agent_id/credentials/:credential_id:revoke", s.project(s.revokeCredential))
-	r.Handle(http.MethodGet, p+"/agents/:agent_id/credentials", s.project(s.listCredentials))
-	r.Handle(http.MethodGet, p+"/agents/:agent_id", s.project(s.getAgent))
-	r.Handle(http.MethodPost, p+"/agents/:agent_id/work-memory-reports", s.project(s.workMemoryReport))
-	r.Handle(http.MethodPost, p+"/management/agents/:agent_id:drain", s.project(s.drainAgent))
-	r.Handle(http.MethodPost, p+"/management/agents/:agent_id:resume", s.project(s.resumeAgent))
-	r.Handle(http.MethodPost, p+"/management/agents/:agent_id:heartbeat-presence", s.project(s.heartbeat))
-	r.Handle(http.MethodPut, p+"/management/agents/:agent_id/public-metadata", s.project(s.replaceMetadata))
-	r.Handle(http.MethodGet, p+"/agents/:agent_id/feed", s.project(s.agentFeed))
+		// Turns.
+		{method: http.MethodPost, path: p + "/turns:dispatch", access: project, handle: s.dispatch,
+			tag: "Turns", id: "dispatchTurn", summary: "Dispatch a root or child Turn.",
+			body: "DispatchBody", resp: ref("TurnView")},
+		{method: http.MethodGet, path: p + "/turns/:turn_id", access: project, handle: s.getTurn,
+			tag: "Turns", id: "getTurn", summary: "The Turn snapshot.",
+			resp: ref("TurnView")},
+		{method: http.MethodGet, path: p + "/turns/:turn_id/context", access: project, handle: s.turnContext,
+			tag: "Turns", id: "turnContext", summary: "The Turn's semantic context, by turn_seq.",
+			query: []string{"after_turn_seq", "limit"}, resp: ref("ContextPage")},
+		{method: http.MethodGet, path: p + "/turns/:turn_id/feed", access: project, handle: s.turnFeed,
+			tag: "Turns", id: "turnFeed", summary: "The Turn's ledger feed; with Accept: text/event-stream, a live stream of it.",
+			query: []string{"after_ledger_seq", "limit"}, resp: ref("FeedPage"), stream: true},
+		{method: http.MethodPost, path: p + "/management/turns/:turn_id:stop", access: project, handle: s.stopTurn,
+			tag: "Turns", id: "stopTurn", summary: "Request a stop of the Turn.",
+			body: "RequestedByBody", resp: ref("TurnView")},
+		{method: http.MethodPost, path: p + "/turns/:turn_id:resume", access: project, handle: s.resumeTurn,
+			tag: "Turns", id: "resumeTurn", summary: "Resume a suspended Turn.",
+			body: "RequestedByBody", resp: ref("TurnView")},
 
-	// Turns.
-	r.Handle(http.MethodPost, p+"/turns:dispatch", s.project(s.dispatch))
-	r.Handle(http.MethodGet, p+"/turns/:turn_id", s.project(s.getTurn))
-	r.Handle(http.MethodGet, p+"/turns/:turn_id/context", s.project(s.turnContext))
-	r.Handle(http.MethodGet, p+"/turns/:turn_id/feed", s.project(s.turnFeed))
-	r.Handle(http.MethodPost, p+"/management/turns/:turn_id:stop", s.project(s.stopTurn))
-	r.Handle(http.MethodPost, p+"/turns/:turn_id:resume", s.project(s.resumeTurn))
+		// Claims.
+		{method: http.MethodPost, path: p + "/agents/:agent_id/claims:claim", access: project, handle: s.claim,
+			tag: "Claims", id: "claimTurn", summary: "Claim the next available Turn for the agent; null when none. With wait, hold the request until one is available or the wait ends.",
+			query: []string{"wait"}, body: "ClaimBody", resp: m{"anyOf": []any{ref("ClaimResult"), m{"type": "null"}}}},
+		{method: http.MethodPost, path: p + "/claims:renew", access: project, handle: s.renew,
+			tag: "Claims", id: "renewClaim", summary: "Renew an active claim by the claim TTL.",
+			body: "FencedBody", resp: ref("RenewResult")},
+		{method: http.MethodPost, path: p + "/claims:reconcile-expired", access: project, handle: s.reconcileExpired,
+			tag: "Claims", id: "reconcileExpiredClaims", summary: "Release the project's expired claims.",
+			body: "ContextBody", bodyOptional: true, resp: ref("ReconcileResult")},
+		{method: http.MethodPost, path: p + "/turns/:turn_id/semantic-records", access: project, handle: s.appendRecord,
+			tag: "Claims", id: "appendSemanticRecord", summary: "Append a semantic record under the active claim.",
+			body: "RecordBody", resp: ref("RecordResult")},
+		{method: http.MethodPost, path: p + "/turns/:turn_id:suspend", access: project, handle: s.suspend,
+			tag: "Claims", id: "suspendTurn", summary: "Suspend the claimed Turn (the claim is released).",
+			body: "FencedBody", resp: ref("TurnView")},
+		{method: http.MethodPost, path: p + "/turns/:turn_id:finish", access: project, handle: s.finish,
+			tag: "Claims", id: "finishTurn", summary: "Finish the claimed Turn with an outcome.",
+			body: "FinishBody", resp: ref("TurnView")},
 
-	// Claims.
-	r.Handle(http.MethodPost, p+"/agents/:agent_id/claims:claim", s.project(s.claim))
-	r.Handle(http.MethodPost, p+"/claims:renew", s.project(s.renew))
-	r.Handle(http.MethodPost, p+"/claims:reconcile-expired", s.project(s.reconcileExpired))
-	r.Handle(http.MethodPost, p+"/turns/:turn_id/semantic-records", s.project(s.appendRecord))
-	r.Handle(http.MethodPost, p+"/turns/:turn_id:suspend", s.project(s.suspend))
-	r.Handle(http.MethodPost, p+"/turns/:turn_id:finish", s.project(s.finish))
+		// Projections.
+		{method: http.MethodGet, path: p + "/projection/agents", access: project, handle: s.projectionAgents,
+			tag: "Projections", id: "listAgents", summary: "Agent directory entries.",
+			query: []string{"agent_id_filter", "enabled_only", "accepts_work_only", "role", "capability", "limit"}, resp: ref("AgentPage")},
+		{method: http.MethodGet, path: p + "/projection/turn-offers", access: project, handle: s.projectionOffers,
+			tag: "Projections", id: "listTurnOffers", summary: "Canonical Turn offers: one per (agent, capability).",
+			query: []string{"turn_kind", "agent_id_filter", "enabled_only", "accepts_work_only", "limit"}, resp: ref("OfferPage")},
+		{method: http.MethodGet, path: p + "/projection/turns", access: project, handle: s.projectionTurns,
+			tag: "Projections", id: "listTurns", summary: "Projected Turns in dispatch order; after_ledger_seq is the cursor (a dispatch ledger_seq).",
+			query: []string{"target_agent_id", "turn_kind", "state", "outcome", "stop_requested_only", "after_ledger_seq", "limit"}, resp: ref("TurnPage")},
+		{method: http.MethodGet, path: p + "/projection/turns/:turn_id/lineage", access: project, handle: s.lineage,
+			tag: "Projections", id: "turnLineage", summary: "The Turn's lineage: ancestors, itself, descendants.",
+			query: []string{"limit"}, resp: ref("LineagePage")},
+		{method: http.MethodGet, path: p + "/projection/feed", access: project, handle: s.projectFeed,
+			tag: "Projections", id: "projectFeed", summary: "The project's ledger feed; with Accept: text/event-stream, a live stream of it.",
+			query: []string{"after_ledger_seq", "limit"}, resp: ref("FeedPage"), stream: true},
+	}
+}
 
-	// Projections.
-	r.Handle(http.MethodGet, p+"/projection/agents", s.project(s.projectionAgents))
-	r.Handle(http.MethodGet, p+"/projection/turn-offers", s.project(s.projectionOffers))
-	r.Handle(http.MethodGet, p+"/projection/turns", s.project(s.projectionTurns))
-	r.Handle(http.MethodGet, p+"/projection/turns/:turn_id/lineage", s.project(s.lineage))
-	r.Handle(http.MethodGet, p+"/projection/feed", s.project(s.projectFeed))
+// handleRoutes registers every route of the table on the router, each
+// handler behind the wrapper of its access and observed (metrics.go).
+func (s *Server) handleRoutes() {
+	for _, rt := range s.routes() {
+		s.router.Handle(rt.method, rt.path, s.observed(rt.id, rt.method, s.guard(rt.access, rt.handle)))
+	}
+}
+
+// guard wraps a handler in the wrapper of who may call it.
+func (s *Server) guard(a access, h handler) httprouter.Handle {
+	switch a {
+	case anyone:
+		return s.public(h)
+	case admin:
+		return s.admin(h)
+	}
+	return s.project(h)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, c *call) error {

@@ -127,7 +127,7 @@ func New(engine *engine.Engine, store *projection.Store, cfg Config) (*Server, e
 		shed: newShedder(cfg.MaxInFlight, cfg.MaxProjectInFlight), authFails: throttle.New(cfg.AuthFailures, cfg.Now)}
 	s.router = newVerbRouter(http.HandlerFunc(s.notFound), http.HandlerFunc(s.methodNotAllowed), s.panicked)
 	s.push = newPush()
-	s.routes()
+	s.handleRoutes()
 	return s, nil
 }
 
