@@ -63,7 +63,9 @@ func (s *packedTurns) Each(fn func(t *kernel.Turn)) {
 }
 
 // slim drops from a finished Turn what no decision reads again: its input,
-// final payload and record role, its stop time, its claim and its times.
+// final payload and record role, its stop time, its claim, its times and its
+// schedule (a :retry reads the schedule and the input from the Turn's
+// dispatch event on the ledger).
 // The projections keep all of it for readers. The fields it keeps are those
 // appendSlim writes; a field of kernel.Turn that is neither kept nor dropped
 // here fails TestPackedTurnCarriesEveryField.
@@ -71,6 +73,7 @@ func (s *packedTurns) slim(t *kernel.Turn) {
 	t.Dispatch.Input, t.FinalPayload, t.FinalRecordRole = nil, nil, nil
 	t.StopRequestedAt, t.FinishedAt, t.Claim = nil, nil, nil
 	t.CreatedAt, t.UpdatedAt = time.Time{}, time.Time{}
+	t.Dispatch.Schedule, t.Dispatch.RetryOf, t.NotBefore = kernel.Schedule{}, "", nil
 	d := &t.Dispatch
 	for _, p := range []*string{&d.TargetAgent.ProjectID, &d.TargetAgent.AgentID, &d.RequestedBy.ProjectID,
 		&d.RequestedBy.AgentID, &d.TurnKind, &d.Authority.Mode, &t.Outcome} {

@@ -33,6 +33,8 @@ func fill(t *testing.T, v reflect.Value, path string, n *int) {
 		v.SetInt(int64(*n))
 	case reflect.Uint64:
 		v.SetUint(uint64(*n))
+	case reflect.Float64:
+		v.SetFloat(float64(*n) + 0.5)
 	case reflect.Bool:
 		v.SetBool(true)
 	case reflect.Pointer:
@@ -71,6 +73,7 @@ func TestPackedTurnCarriesEveryField(t *testing.T) {
 	want.Dispatch.Input, want.FinalPayload, want.FinalRecordRole = nil, nil, nil
 	want.StopRequestedAt, want.FinishedAt, want.Claim = nil, nil, nil
 	want.CreatedAt, want.UpdatedAt = time.Time{}, time.Time{}
+	want.Dispatch.Schedule, want.Dispatch.RetryOf, want.NotBefore = kernel.Schedule{}, "", nil
 	if diff := cmp.Diff(&want, got); diff != "" {
 		t.Errorf("a finished Turn packed and unpacked differs (-want +got):\n%s", diff)
 	}
