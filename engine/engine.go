@@ -27,6 +27,8 @@ type Ledger interface {
 	ReadProject(ctx context.Context, project string, after uint64, fn func(kernel.Recorded) error) (uint64, error)
 	// LastSeq returns the ledger_seq of the project's last event (0 if none).
 	LastSeq(ctx context.Context, project string) (uint64, error)
+	// Event returns the event at ledger_seq seq.
+	Event(ctx context.Context, seq uint64) (kernel.Recorded, error)
 }
 
 // Config holds the engine's settings.

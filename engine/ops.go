@@ -50,6 +50,45 @@ func (e *Engine) Dispatch(ctx context.Context, project string, cmd kernel.Dispat
 	return res, err
 }
 
+// Retry dispatches a new Turn from a finished one (kernel.Retry). The old
+// Turn's input and schedule come from its dispatch event on the ledger: the
+// write model of a finished Turn keeps neither. A retry with the same
+// idempotency key answers the Turn the first one dispatched.
+func (e *Engine) Retry(ctx context.Context, project string, cmd kernel.Retry) (DispatchResult, error) {
+	id, err := e.newTurnID()
+	if err != nil {
+		return DispatchResult{}, err
+	}
+	cmd.NewTurnID = id
+	var res DispatchResult
+	err = e.with(ctx, project, false, func(p *kernel.Project) error {
+		if t := p.Turn(cmd.TurnID); t != nil && t.State == kernel.StateFinished {
+			r, err := e.ledger.Event(ctx, t.Order)
+			if err != nil {
+				return err
+			}
+			d, ok := r.Event.Data.(*kernel.TurnDispatched)
+			if !ok || r.Event.ID != t.ID {
+				return kernel.Errorf(kernel.Internal, "the event at ledger_seq %d is not the dispatch of turn %s", t.Order, t.ID)
+			}
+			cmd.Original, cmd.OriginalAt = d, r.Event.At
+		}
+		seq, ev, a, err := e.decideAppend(ctx, p, cmd)
+		switch {
+		case err != nil:
+			return err
+		case a != nil:
+			res = DispatchResult{TurnID: a.ID, Seq: a.Seq, Created: true}
+		case ev != nil:
+			res = DispatchResult{TurnID: ev.ID, Seq: seq, Created: true}
+		default:
+			return kernel.Errorf(kernel.Internal, "a retry of turn %s decided nothing", cmd.TurnID)
+		}
+		return nil
+	})
+	return res, err
+}
+
 // ClaimResult is a won claim: the fencing token (returned once) and the Turn.
 type ClaimResult struct {
 	Token  kernel.ClaimToken
@@ -99,6 +138,19 @@ func (e *Engine) Claim(ctx context.Context, project string, c kernel.Common, age
 		return nil
 	})
 	return res, seq, err
+}
+
+// NextDue returns when the agent's next queued Turn that is not due yet
+// becomes due (its not_before), as the engine has folded the project; false
+// when none waits for one. A long-poll claim sleeps until then at most.
+func (e *Engine) NextDue(ctx context.Context, project, agentID string) (time.Time, bool, error) {
+	var due time.Time
+	var ok bool
+	err := e.read(ctx, project, false, func(p *kernel.Project) error {
+		due, ok = p.NextDue(agentID, e.cfg.Now())
+		return nil
+	})
+	return due, ok, err
 }
 
 // FencedResult is what a command under a claim reports back.
@@ -194,19 +246,39 @@ func (e *Engine) ReconcileExpired(ctx context.Context, project string, c kernel.
 	return released, last, err
 }
 
-// Reap releases the expired claims of every project the engine has loaded,
-// as the system. It returns the first error met, after trying every project.
+// Reap does what is due in every project the engine has loaded, as the
+// system: expired claims released, Turns past their claim_by expired, past
+// their deadline timed out (kernel.ExpireDue). It returns how many Turns it
+// changed and the first error met, after trying every project.
 func (e *Engine) Reap(ctx context.Context) (int, error) {
 	var n int
 	var first error
 	for _, project := range e.Projects() {
-		ids, _, err := e.ReconcileExpired(ctx, project, kernel.Common{Caller: kernel.Caller{Admin: true, System: true}})
-		n += len(ids)
+		k, err := e.expireDue(ctx, project)
+		n += k
 		if err != nil && first == nil {
 			first = err
 		}
 	}
 	return n, first
+}
+
+func (e *Engine) expireDue(ctx context.Context, project string) (int, error) {
+	c := kernel.Common{Caller: kernel.Caller{Admin: true, System: true}}
+	n := 0
+	err := e.with(ctx, project, false, func(p *kernel.Project) error {
+		for _, id := range kernel.DueTurns(p, e.cfg.Now()) {
+			before := p.Seq
+			if _, err := e.execute(ctx, p, kernel.ExpireDue{Common: c, TurnID: id}); err != nil {
+				return err
+			}
+			if p.Seq > before {
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
 }
 
 // Preload loads the projects' write models, so that the reaper sees them

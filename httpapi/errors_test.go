@@ -58,7 +58,7 @@ func TestBadInput(t *testing.T) {
 		{"dispatch without grant", w, "POST", "/v3r1/projects/p1/turns:dispatch", dispatchBody("p1", "worker", "worker", "k3", map[string]any{}), 403, "ForbiddenError"},
 		{"malformed json", req, "POST", "/v3r1/projects/p1/turns:dispatch", `{"requested_by":`, 422, "ValidationError"},
 		{"empty body", req, "POST", "/v3r1/projects/p1/turns:dispatch", ``, 422, "ValidationError"},
-		{"unknown field", req, "POST", "/v3r1/projects/p1/turns:dispatch", withField("priority", 1), 422, "ValidationError"},
+		{"unknown field", req, "POST", "/v3r1/projects/p1/turns:dispatch", withField("colour", "blue"), 422, "ValidationError"},
 		{"wrong type", req, "POST", "/v3r1/projects/p1/turns:dispatch", withField("turn_kind", 7), 422, "ValidationError"},
 		{"input not an object", req, "POST", "/v3r1/projects/p1/turns:dispatch", withField("input", []int{1}), 422, "ValidationError"},
 		{"missing dispatch_key", req, "POST", "/v3r1/projects/p1/turns:dispatch", withField("dispatch_key", ""), 422, "ValidationError"},

@@ -83,6 +83,9 @@ func (s *Server) claimWaiting(w http.ResponseWriter, c *call, agent string, wait
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	dueTimer := time.NewTimer(time.Hour)
+	dueTimer.Stop()
+	defer dueTimer.Stop()
 	counted := false // counted as waiting once the first attempt found nothing
 	defer func() {
 		if counted {
@@ -101,12 +104,21 @@ func (s *Server) claimWaiting(w http.ResponseWriter, c *call, agent string, wait
 			s.push.longPolls.Add(1)
 			detach(c.ctx)
 		}
+		// A Turn that is not due yet (its not_before) wakes the claim when
+		// it becomes due: no event will.
+		var due <-chan time.Time
+		if at, ok, err := s.engine.NextDue(c.ctx, c.project, agent); err == nil && ok {
+			dueTimer.Reset(max(at.Sub(s.cfg.Now()), time.Millisecond))
+			due = dueTimer.C
+		}
 		select {
 		case <-changed:
 			stop()
 			if s.store.Closed() {
 				return nil, seq, nil
 			}
+		case <-due:
+			stop()
 		case <-timer.C:
 			stop()
 			return nil, seq, nil

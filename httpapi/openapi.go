@@ -66,15 +66,16 @@ func nullable(s m) m {
 }
 
 var (
-	tStr     = m{"type": "string"}
-	tBool    = m{"type": "boolean"}
-	tInt     = m{"type": "integer"}
-	tSeq     = m{"type": "integer", "minimum": 0}
-	tTime    = m{"type": "string", "format": "date-time"}
-	tAny     = m{}
-	tObj     = m{"type": "object"}
-	tStrList = m{"type": "array", "items": tStr}
-	tID      = m{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}
+	tStr      = m{"type": "string"}
+	tBool     = m{"type": "boolean"}
+	tInt      = m{"type": "integer"}
+	tSeq      = m{"type": "integer", "minimum": 0}
+	tPriority = m{"type": "integer", "minimum": kernel.MinPriority, "maximum": kernel.MaxPriority, "description": "1 runs first; 3 by default"}
+	tTime     = m{"type": "string", "format": "date-time"}
+	tAny      = m{}
+	tObj      = m{"type": "object"}
+	tStrList  = m{"type": "array", "items": tStr}
+	tID       = m{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}
 )
 
 // closed is a response object: every property required, no others.
@@ -154,7 +155,12 @@ func schemas() m {
 			"agent_id": tID, "role": tStr, "description": tStr, "enabled": tBool, "accepts_work": tBool,
 			"capacity": tInt, "capabilities": tStrList, "grants": tStrList, "public_metadata": tObj,
 		}),
-		"Provenance":  closed(m{"kind": tStr, "external_ref": tStr, "payload_hash": nullable(tStr)}),
+		"Provenance": closed(m{"kind": tStr, "external_ref": tStr, "payload_hash": nullable(tStr)}),
+		"Backoff": closed(m{
+			"initial_s": m{"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "description": "seconds before the first retry (default 1)"},
+			"factor":    m{"type": "number", "minimum": 1, "maximum": 100, "description": "multiplies the delay for each further attempt (default 2)"},
+			"max_s":     m{"type": "number", "maximum": 86400, "description": "the longest delay (default 60, and at least initial_s)"},
+		}),
 		"ProfileSpec": profileSpec,
 
 		"TurnView": closed(m{
@@ -169,6 +175,8 @@ func schemas() m {
 			"parent":    nullable(ref("TurnRef")), "root_turn_id": tStr, "depth": tInt,
 			"claim":    nullable(closed(m{"claim_id": tStr, "agent_id": tStr, "claimed_at": tTime, "expires_at": tTime})),
 			"attempts": tInt, "last_turn_seq": tSeq, "final_payload": tAny, "final_record_role": nullable(tStr),
+			"priority": tPriority, "not_before": nullable(tTime), "claim_by": nullable(tTime), "deadline": nullable(tTime),
+			"max_attempts": nullable(tInt), "retry_backoff": nullable(ref("Backoff")), "retry_of": nullable(tStr),
 			"created_at": tTime, "updated_at": tTime, "finished_at": nullable(tTime), "ledger_seq": tSeq,
 		}),
 		"AgentView": closed(m{
@@ -244,12 +252,19 @@ func schemas() m {
 				body(m{"mode": m{"const": "root_request"}, "request_id": tStr, "parent_claim": m{"type": "null"}}, "mode", "request_id"),
 				body(m{"mode": m{"const": "child_derivation"}, "parent_claim": ref("ClaimToken"), "request_id": tStr}, "mode", "parent_claim"),
 			}},
+			"priority":      tPriority,
+			"not_before":    m{"type": "string", "format": "date-time", "description": "not claimable before this time"},
+			"claim_by":      m{"type": "string", "format": "date-time", "description": "finished as expired if still never claimed then; in the future, not after deadline"},
+			"deadline":      m{"type": "string", "format": "date-time", "description": "finished as timed_out if not finished then; in the future"},
+			"max_attempts":  m{"type": "integer", "minimum": 1, "maximum": kernel.MaxAttemptsLimit, "description": "claims allowed; a claim that expires on the last one finishes the Turn as dead (default: no limit)"},
+			"retry_backoff": ref("Backoff"),
 		}), "requested_by", "target_agent", "input", "turn_kind", "dispatch_key", "authority"),
 		"ClaimBody":  body(with(m{"agent": ref("AgentRef")}), "agent"),
 		"FencedBody": body(with(m{"claim": ref("ClaimToken")}), "claim"),
 		"RecordBody": body(with(m{"claim": ref("ClaimToken"), "payload": tObj, "role": tStr}), "claim", "payload", "role"),
 		"FinishBody": body(with(m{
 			"claim": ref("ClaimToken"), "outcome": tStr, "final_payload": nullable(tObj), "final_record_role": tStr,
+			"retry": m{"type": "boolean", "description": "with outcome failed: queue the Turn again after its backoff while attempts remain, else finish it as dead"},
 		}), "claim", "outcome"),
 		"TokensRequestBody": body(with(m{"agent_id": tID, "spec": nullable(ref("ProfileSpec")), "provenance": nullable(ref("Provenance"))}), "agent_id"),
 		"InviteBody": body(with(m{
@@ -284,6 +299,7 @@ func parameters() m {
 		"state":               q("state", "Only Turns in this state.", m{"type": "string", "enum": kernel.TurnStates()}),
 		"outcome":             q("outcome", "Only Turns with this outcome.", tStr),
 		"stop_requested_only": q("stop_requested_only", "Only Turns with a stop requested.", flag),
+		"priority":            q("priority", "Only Turns of this priority (1 to 5).", tPriority),
 		"enabled_only":        q("enabled_only", "Only enabled agents.", flag),
 		"accepts_work_only":   q("accepts_work_only", "Only agents accepting work and not drained.", flag),
 		"role":                q("role", "Only agents of this role.", tStr),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/turnledger/turnledger/engine"
@@ -25,6 +26,7 @@ type dispatchBody struct {
 		RequestID   string             `json:"request_id"`
 		ParentClaim *kernel.ClaimToken `json:"parent_claim"`
 	} `json:"authority"`
+	kernel.Schedule
 	Meta  *kernel.Meta  `json:"meta"`
 	Trace *kernel.Trace `json:"trace"`
 }
@@ -38,6 +40,7 @@ func (s *Server) dispatch(w http.ResponseWriter, c *call) error {
 		Common: c.common(b.Meta, b.Trace), RequestedBy: b.RequestedBy, TargetAgent: b.TargetAgent,
 		Input: b.Input, TurnKind: b.TurnKind, DispatchKey: b.DispatchKey,
 		Mode: b.Authority.Mode, RequestID: b.Authority.RequestID, ParentClaim: b.Authority.ParentClaim,
+		Schedule: b.Schedule,
 	})
 	if err != nil {
 		return err
@@ -345,6 +348,7 @@ type finishBody struct {
 	Outcome         string            `json:"outcome"`
 	FinalPayload    json.RawMessage   `json:"final_payload"`
 	FinalRecordRole string            `json:"final_record_role"`
+	Retry           bool              `json:"retry"`
 	Meta            *kernel.Meta      `json:"meta"`
 	Trace           *kernel.Trace     `json:"trace"`
 }
@@ -360,7 +364,7 @@ func (s *Server) finish(w http.ResponseWriter, c *call) error {
 	}
 	res, err := s.engine.Fenced(c.ctx, c.project, kernel.Finish{
 		Common: c.common(b.Meta, b.Trace), TurnID: id, Claim: b.Claim,
-		Outcome: b.Outcome, FinalPayload: b.FinalPayload, FinalRecordRole: b.FinalRecordRole,
+		Outcome: b.Outcome, FinalPayload: b.FinalPayload, FinalRecordRole: b.FinalRecordRole, Retry: b.Retry,
 	})
 	if err != nil {
 		return err
@@ -399,7 +403,7 @@ func (s *Server) reconcileExpired(w http.ResponseWriter, c *call) error {
 }
 
 func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
-	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "stop_requested_only", "after_ledger_seq", "limit")
+	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "priority", "stop_requested_only", "after_ledger_seq", "limit")
 	if err != nil {
 		return err
 	}
@@ -410,6 +414,11 @@ func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
 	f.TurnKind, f.State, f.Outcome = q.str("turn_kind"), q.str("state"), q.str("outcome")
 	if f.State != "" && !slices.Contains(kernel.TurnStates(), f.State) {
 		return kernel.Errorf(kernel.Validation, "state must be one of %s; not %q", strings.Join(kernel.TurnStates(), ", "), f.State)
+	}
+	if p := q.str("priority"); p != "" {
+		if f.Priority, err = strconv.Atoi(p); err != nil || f.Priority < kernel.MinPriority || f.Priority > kernel.MaxPriority {
+			return kernel.Errorf(kernel.Validation, "priority must be an integer from %d to %d; not %q", kernel.MinPriority, kernel.MaxPriority, p)
+		}
 	}
 	if f.StopRequestedOnly, err = q.flag("stop_requested_only"); err != nil {
 		return err
@@ -481,4 +490,28 @@ func (s *Server) authorizeRead(c *call, action, agentID string) error {
 	return s.engine.ViewFolded(c.ctx, c.project, func(p *kernel.Project) error {
 		return kernel.AuthorizeRead(p, c.caller, s.cfg.Now(), action, agentID)
 	})
+}
+
+type retryBody struct {
+	RequestedBy kernel.AgentRef `json:"requested_by"`
+	Meta        *kernel.Meta    `json:"meta"`
+	Trace       *kernel.Trace   `json:"trace"`
+}
+
+// retryTurn dispatches a new Turn from a finished one (kernel.Retry) and
+// answers the new Turn's snapshot.
+func (s *Server) retryTurn(w http.ResponseWriter, c *call) error {
+	id, err := c.id("turn_id")
+	if err != nil {
+		return err
+	}
+	var b retryBody
+	if err := s.decode(c, &b, false); err != nil {
+		return err
+	}
+	res, err := s.engine.Retry(c.ctx, c.project, kernel.Retry{Common: c.common(b.Meta, b.Trace), TurnID: id, RequestedBy: b.RequestedBy})
+	if err != nil {
+		return err
+	}
+	return s.turnAfter(w, c, res.Seq, res.TurnID)
 }

@@ -311,20 +311,21 @@ type TurnDispatched struct {
 }
 
 // Schedule is when and how often a Turn may run: the optional scheduling
-// fields of a dispatch. The zero Schedule is the default: priority 3 (kept
-// as 0 on the ledger), claimable at once, no expiry, no deadline, no limit on
-// attempts.
+// fields of a dispatch. The zero Schedule is the default: priority 3,
+// claimable at once, no expiry, no deadline, no limit on attempts. Only what
+// a dispatch asks is kept on the ledger.
 type Schedule struct {
-	Priority     int        `json:"priority,omitempty"`      // 1 runs first; 0 reads as DefaultPriority
+	Priority     *int       `json:"priority,omitempty"`      // 1 runs first; nil reads as DefaultPriority
 	NotBefore    *time.Time `json:"not_before,omitempty"`    // not claimable before
 	ClaimBy      *time.Time `json:"claim_by,omitempty"`      // expired when still never claimed then
 	Deadline     *time.Time `json:"deadline,omitempty"`      // timed out when not finished then
-	MaxAttempts  int        `json:"max_attempts,omitempty"`  // claims allowed; 0: no limit
+	MaxAttempts  *int       `json:"max_attempts,omitempty"`  // claims allowed; nil: no limit
 	RetryBackoff *Backoff   `json:"retry_backoff,omitempty"` // delays of retries; nil: DefaultBackoff
 }
 
 // Backoff is the delay before a retry: InitialS seconds after the first
-// attempt, multiplied by Factor for each attempt after it, at most MaxS.
+// attempt, multiplied by Factor for each attempt after it, at most MaxS. A
+// field left out (zero) takes its value from DefaultBackoff.
 type Backoff struct {
 	InitialS float64 `json:"initial_s"`
 	Factor   float64 `json:"factor"`
@@ -347,10 +348,18 @@ var DefaultBackoff = Backoff{InitialS: 1, Factor: 2, MaxS: 60}
 
 // EffectivePriority is the priority a Turn runs at.
 func (s Schedule) EffectivePriority() int {
-	if s.Priority == 0 {
+	if s.Priority == nil {
 		return DefaultPriority
 	}
-	return s.Priority
+	return *s.Priority
+}
+
+// attempts is max_attempts, 0 for no limit.
+func (s Schedule) attempts() int {
+	if s.MaxAttempts == nil {
+		return 0
+	}
+	return *s.MaxAttempts
 }
 
 // Delay is the backoff before the retry that follows the given attempt
@@ -364,6 +373,30 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	return time.Duration(s * float64(time.Second)).Truncate(time.Millisecond)
 }
 
+// utc returns the schedule with its times in UTC, as the ledger keeps them,
+// and a backoff's left-out fields filled.
+func (s Schedule) utc() Schedule {
+	if b := s.RetryBackoff; b != nil {
+		c := *b
+		if c.InitialS == 0 {
+			c.InitialS = DefaultBackoff.InitialS
+		}
+		if c.Factor == 0 {
+			c.Factor = DefaultBackoff.Factor
+		}
+		if c.MaxS == 0 {
+			c.MaxS = max(DefaultBackoff.MaxS, c.InitialS)
+		}
+		s.RetryBackoff = &c
+	}
+	for _, t := range []**time.Time{&s.NotBefore, &s.ClaimBy, &s.Deadline} {
+		if *t != nil {
+			*t = ptr((*t).UTC())
+		}
+	}
+	return s
+}
+
 func (s Schedule) backoff() Backoff {
 	if s.RetryBackoff == nil {
 		return DefaultBackoff
@@ -373,7 +406,7 @@ func (s Schedule) backoff() Backoff {
 
 // validate checks the schedule of a new dispatch at now.
 func (s Schedule) validate(now time.Time) error {
-	if s.Priority != 0 && (s.Priority < MinPriority || s.Priority > MaxPriority) {
+	if s.Priority != nil && (*s.Priority < MinPriority || *s.Priority > MaxPriority) {
 		return invalid("priority must be an integer from %d (runs first) to %d", MinPriority, MaxPriority)
 	}
 	if s.ClaimBy != nil && !s.ClaimBy.After(now) {
@@ -391,7 +424,7 @@ func (s Schedule) validate(now time.Time) error {
 	if s.NotBefore != nil && s.Deadline != nil && !s.NotBefore.Before(*s.Deadline) {
 		return invalid("not_before must be before deadline")
 	}
-	if s.MaxAttempts < 0 || s.MaxAttempts > MaxAttemptsLimit {
+	if s.MaxAttempts != nil && (*s.MaxAttempts < 1 || *s.MaxAttempts > MaxAttemptsLimit) {
 		return invalid("max_attempts must be an integer from 1 to %d", MaxAttemptsLimit)
 	}
 	if b := s.RetryBackoff; b != nil {
@@ -511,6 +544,7 @@ type Dispatch struct {
 	ParentHash  string // hash of ParentClaim.Token
 	BodyHash    string // hash of the request, for idempotency
 	MaxDepth    int
+	Schedule    Schedule
 }
 
 // Name is the command's stable name (see Command).
@@ -551,10 +585,15 @@ func (cmd Dispatch) decide(d decider) (*Event, error) {
 		}
 		return nil, Errorf(Conflict, "dispatch_key %q was used for turn %s with a different body", cmd.DispatchKey, id)
 	}
+	// The schedule is checked after the look-up: a repeated dispatch whose
+	// claim_by has passed since still finds its Turn.
+	if err := cmd.Schedule.utc().validate(d.now); err != nil {
+		return nil, err
+	}
 	data := &TurnDispatched{
 		TargetAgent: cmd.TargetAgent, RequestedBy: cmd.RequestedBy, Input: cmd.Input,
 		TurnKind: cmd.TurnKind, DispatchKey: cmd.DispatchKey, BodyHash: cmd.BodyHash,
-		RootTurnID: cmd.TurnID,
+		RootTurnID: cmd.TurnID, Schedule: cmd.Schedule.utc(),
 	}
 	switch cmd.Mode {
 	case AuthorityRoot:
@@ -582,19 +621,27 @@ func (cmd Dispatch) decide(d decider) (*Event, error) {
 	default:
 		return nil, invalid("authority.mode must be %q or %q", AuthorityRoot, AuthorityChild)
 	}
-	target, err := d.agent(cmd.TargetAgent.AgentID)
-	if err != nil {
+	if err := d.admits(cmd.TargetAgent.AgentID); err != nil {
 		return nil, err
+	}
+	return d.event(EvTurnDispatched, AggTurn, cmd.TurnID, data), nil
+}
+
+// admits checks that the agent may be given a new Turn.
+func (d decider) admits(agentID string) error {
+	target, err := d.agent(agentID)
+	if err != nil {
+		return err
 	}
 	switch {
 	case !target.Spec.Enabled:
-		return nil, Errorf(Invariant, "agent %s is disabled", cmd.TargetAgent.AgentID)
+		return Errorf(Invariant, "agent %s is disabled", agentID)
 	case !target.Spec.AcceptsWork:
-		return nil, Errorf(Invariant, "agent %s does not accept work", cmd.TargetAgent.AgentID)
+		return Errorf(Invariant, "agent %s does not accept work", agentID)
 	case target.Drained:
-		return nil, Errorf(Invariant, "agent %s is drained and admits no new Turns", cmd.TargetAgent.AgentID)
+		return Errorf(Invariant, "agent %s is drained and admits no new Turns", agentID)
 	}
-	return d.event(EvTurnDispatched, AggTurn, cmd.TurnID, data), nil
+	return nil
 }
 
 // DispatchHash fingerprints what a dispatch asks for, so that a repeated
@@ -605,10 +652,15 @@ func DispatchHash(cmd Dispatch) string {
 	if cmd.ParentClaim != nil {
 		parent = cmd.ParentClaim.TurnID + "/" + cmd.ParentClaim.AgentID
 	}
-	b, _ := json.Marshal([]any{
+	parts := []any{
 		cmd.RequestedBy, cmd.TargetAgent, json.RawMessage(canonical(cmd.Input)), cmd.TurnKind,
 		cmd.Mode, cmd.RequestID, parent,
-	})
+	}
+	if cmd.Schedule != (Schedule{}) {
+		// Only when given, so that a dispatch without one hashes as before.
+		parts = append(parts, cmd.Schedule.utc())
+	}
+	b, _ := json.Marshal(parts)
 	return HashSecret(string(b))
 }
 
@@ -750,6 +802,10 @@ type Finish struct {
 	Outcome         string
 	FinalPayload    json.RawMessage
 	FinalRecordRole string
+	// Retry asks, with outcome failed, for another attempt: the Turn goes
+	// back to the queue after its backoff while attempts remain, else it
+	// ends as dead.
+	Retry bool
 }
 
 // Name is the command's stable name (see Command).
@@ -767,6 +823,9 @@ func (cmd Finish) decide(d decider) (*Event, error) {
 	if !known {
 		return nil, invalid("outcome must be one of %v", Outcomes)
 	}
+	if cmd.Retry && cmd.Outcome != "failed" {
+		return nil, invalid("retry is only for outcome failed")
+	}
 	data := &TurnFinished{ClaimID: t.Claim.ID, Outcome: cmd.Outcome}
 	if !IsNull(cmd.FinalPayload) {
 		if err := objectField("final_payload", cmd.FinalPayload, MaxPayloadBytes); err != nil {
@@ -778,6 +837,18 @@ func (cmd Finish) decide(d decider) (*Event, error) {
 		data.FinalPayload, data.FinalRecordRole, data.TurnSeq = cmd.FinalPayload, cmd.FinalRecordRole, t.TurnSeq+1
 	} else if cmd.FinalRecordRole != "" && !ValidName(cmd.FinalRecordRole) {
 		return nil, invalid("final_record_role must be a name of 1 to 128 characters without spaces")
+	}
+	if cmd.Retry {
+		s := t.Dispatch.Schedule
+		if max := s.attempts(); max > 0 && t.Attempts >= max {
+			data.Outcome = OutcomeDead
+			return d.event(EvTurnFinished, AggTurn, t.ID, data), nil
+		}
+		notBefore := d.now.Add(s.backoff().Delay(t.Attempts))
+		return d.event(EvTurnRetryScheduled, AggTurn, t.ID, &TurnRetryScheduled{
+			ClaimID: t.Claim.ID, NotBefore: notBefore, FinalPayload: data.FinalPayload,
+			FinalRecordRole: data.FinalRecordRole, TurnSeq: data.TurnSeq,
+		}), nil
 	}
 	return d.event(EvTurnFinished, AggTurn, t.ID, data), nil
 }
@@ -852,7 +923,126 @@ func (cmd ExpireClaim) decide(d decider) (*Event, error) {
 	if t.State != StateClaimed || t.Claim == nil || d.now.Before(t.Claim.ExpiresAt) {
 		return nil, nil
 	}
-	return d.event(EvTurnClaimExpired, AggTurn, t.ID, &TurnClaimExpired{ClaimID: t.Claim.ID, Stopped: t.StopRequested}), nil
+	return d.claimExpired(t), nil
+}
+
+// claimExpired releases t's expired claim: the Turn ends as stopped when a
+// stop was requested, as dead when the claim was its last allowed attempt,
+// and goes back to the queue otherwise.
+func (d decider) claimExpired(t *Turn) *Event {
+	max := t.Dispatch.attempts()
+	return d.event(EvTurnClaimExpired, AggTurn, t.ID, &TurnClaimExpired{ClaimID: t.Claim.ID, Stopped: t.StopRequested,
+		Dead: !t.StopRequested && max > 0 && t.Attempts >= max})
+}
+
+// ExpireDue does what is due to a Turn at the time of the decision, as the
+// reaper: a Turn past its deadline times out (and a live claim dies with
+// it); an expired claim is released (see ExpireClaim); a Turn never claimed
+// and past its claim_by expires. Nothing due, nothing happens.
+type ExpireDue struct {
+	Common
+	TurnID string
+}
+
+// Name is the command's stable name (see Command).
+func (ExpireDue) Name() string { return "expire_due" }
+
+func (cmd ExpireDue) decide(d decider) (*Event, error) {
+	if _, err := d.p.Check(d.c.Caller, d.now); err != nil {
+		return nil, err
+	}
+	t, err := d.turn(cmd.TurnID)
+	if err != nil {
+		return nil, err
+	}
+	s := t.Dispatch.Schedule
+	switch {
+	case t.State == StateFinished:
+		return nil, nil
+	case s.Deadline != nil && !d.now.Before(*s.Deadline):
+		data := &TurnTimedOut{Deadline: *s.Deadline}
+		if t.Claim != nil {
+			data.ClaimID = t.Claim.ID
+		}
+		return d.event(EvTurnTimedOut, AggTurn, t.ID, data), nil
+	case t.State == StateClaimed && t.Claim != nil && !d.now.Before(t.Claim.ExpiresAt):
+		return d.claimExpired(t), nil
+	case t.State == StateQueued && t.Attempts == 0 && s.ClaimBy != nil && !d.now.Before(*s.ClaimBy):
+		return d.event(EvTurnExpired, AggTurn, t.ID, &TurnExpired{ClaimBy: *s.ClaimBy}), nil
+	}
+	return nil, nil
+}
+
+// Retry dispatches a new Turn from a finished one whose outcome is failed,
+// dead, expired, timed_out or stopped: the same target, kind, input,
+// priority, attempts and backoff, and lineage, with retry_of the old Turn.
+// A claim_by or deadline keeps its distance from the dispatch; a
+// not_before is not repeated. The engine reads the old Turn's dispatch
+// (Original, at OriginalAt) from the ledger: a finished Turn's write model
+// keeps neither its input nor its schedule. A Turn is retried once: its
+// retry's dispatch_key is "retry:<old turn id>" under the old requester, so
+// a second :retry finds the first retry (ConflictError).
+type Retry struct {
+	Common
+	TurnID      string
+	NewTurnID   string
+	RequestedBy AgentRef
+	Original    *TurnDispatched
+	OriginalAt  time.Time
+}
+
+// Name is the command's stable name (see Command).
+func (Retry) Name() string { return "retry" }
+
+// RetryKey is the dispatch_key of the retry of the Turn.
+func RetryKey(turnID string) string { return "retry:" + turnID }
+
+func (cmd Retry) decide(d decider) (*Event, error) {
+	t, err := d.turn(cmd.TurnID)
+	if err != nil {
+		return nil, err
+	}
+	a, err := d.p.Check(d.c.Caller, d.now)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.actingAs(cmd.RequestedBy); err != nil {
+		return nil, err
+	}
+	if id := d.c.Caller.AgentID; a != nil && !a.Has(GrantManage) && id != t.Dispatch.RequestedBy.AgentID {
+		return nil, Errorf(Forbidden, "agent %s may not retry turn %s: only its requester or the %s grant may", id, t.ID, GrantManage)
+	}
+	if t.State != StateFinished {
+		return nil, Errorf(Conflict, "turn %s is %s: only a finished Turn can be retried", t.ID, t.State)
+	}
+	if !Retryable(t.Outcome) {
+		return nil, Errorf(Conflict, "turn %s finished with outcome %s: only outcomes failed, dead, expired, timed_out and stopped can be retried", t.ID, t.Outcome)
+	}
+	key := RetryKey(t.ID)
+	if id, ok := d.p.DispatchKeys[DispatchKeyOf(t.Dispatch.RequestedBy.AgentID, key)]; ok {
+		return nil, Errorf(Conflict, "turn %s was already retried as turn %s; retry that one", t.ID, id)
+	}
+	o := cmd.Original
+	if o == nil {
+		return nil, Errorf(Internal, "the dispatch of turn %s is missing", t.ID)
+	}
+	if err := d.admits(o.TargetAgent.AgentID); err != nil {
+		return nil, err
+	}
+	s := o.Schedule
+	s.NotBefore = nil
+	for _, at := range []**time.Time{&s.ClaimBy, &s.Deadline} {
+		if *at != nil {
+			*at = ptr(d.now.Add((*at).Sub(cmd.OriginalAt)))
+		}
+	}
+	data := *o
+	data.DispatchKey, data.Schedule, data.RetryOf = key, s.utc(), t.ID
+	if data.RootTurnID == t.ID {
+		data.RootTurnID = cmd.NewTurnID // a root Turn's retry is a root of its own
+	}
+	data.BodyHash = HashSecret(t.ID + "\x00" + key)
+	return d.event(EvTurnDispatched, AggTurn, cmd.NewTurnID, &data), nil
 }
 
 // ReconcileExpired is claims:reconcile-expired as far as idempotency
@@ -886,7 +1076,14 @@ func (d decider) fence(turnID string, tok ClaimToken, hash string) (*Turn, error
 	}
 	cl := t.Claim
 	if cl == nil || t.State != StateClaimed {
+		switch t.Outcome {
+		case OutcomeTimedOut, OutcomeDead, OutcomeExpired:
+			return nil, Errorf(Fencing, "turn %s has no live claim (state %s, outcome %s)", turnID, t.State, t.Outcome)
+		}
 		return nil, Errorf(Fencing, "turn %s has no live claim (state %s)", turnID, t.State)
+	}
+	if dl := t.Dispatch.Deadline; dl != nil && !d.now.Before(*dl) {
+		return nil, Errorf(Fencing, "turn %s passed its deadline at %s: its claim died with it (outcome timed_out)", turnID, dl.Format(time.RFC3339))
 	}
 	if cl.AgentID != tok.AgentID || subtle.ConstantTimeCompare([]byte(cl.TokenHash), []byte(hash)) != 1 {
 		return nil, Errorf(Fencing, "the claim token does not hold the current claim of turn %s", turnID)

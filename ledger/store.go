@@ -398,6 +398,20 @@ func (s *Store) LastSeq(ctx context.Context, project string) (uint64, error) {
 	return m.Sequence, nil
 }
 
+// Event returns the event at ledger_seq seq. It costs one round trip.
+func (s *Store) Event(ctx context.Context, seq uint64) (kernel.Recorded, error) {
+	var m *jetstream.RawStreamMsg
+	err := s.retry(ctx, fmt.Sprintf("event at %d", seq), func(ctx context.Context, _ bool) error {
+		var err error
+		m, err = s.stream.GetMsg(ctx, seq)
+		return err
+	})
+	if err != nil {
+		return kernel.Recorded{}, fmt.Errorf("ledger: event at ledger_seq %d: %w", seq, err)
+	}
+	return s.decode(m.Sequence, m.Subject, m.Data)
+}
+
 // Head returns the last ledger_seq of the whole stream, 0 when it is empty.
 func (s *Store) Head(ctx context.Context) (uint64, error) {
 	info, err := s.info(ctx)

@@ -44,6 +44,12 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 				return err
 			}
 		}
+	case *kernel.TurnRetryScheduled:
+		if !kernel.IsNull(d.FinalPayload) {
+			if err := f.putContext(r, t, d.TurnSeq, d.FinalRecordRole, d.FinalPayload, d.ClaimID); err != nil {
+				return err
+			}
+		}
 	}
 	kernel.EvolveTurn(t, r)
 	if t.Claim != nil {
@@ -180,6 +186,12 @@ func turnView(project string, t *kernel.Turn) TurnView {
 	}
 	if t.Outcome != "" {
 		v.Outcome = ptr(t.Outcome)
+	}
+	s := d.Schedule
+	v.Priority, v.NotBefore, v.ClaimBy, v.Deadline, v.RetryBackoff = s.EffectivePriority(), t.NotBefore, s.ClaimBy, s.Deadline, s.RetryBackoff
+	v.MaxAttempts = s.MaxAttempts
+	if d.RetryOf != "" {
+		v.RetryOf = ptr(d.RetryOf)
 	}
 	if d.Authority.ParentTurnID != "" {
 		v.Parent = &kernel.TurnRef{ProjectID: project, TurnID: d.Authority.ParentTurnID}

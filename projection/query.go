@@ -174,6 +174,7 @@ func (f TurnFilter) match(rec turnRecord) bool {
 		f.State != "" && v.State != f.State,
 		f.Outcome != "" && (v.Outcome == nil || *v.Outcome != f.Outcome),
 		f.StopRequestedOnly && !v.StopRequested,
+		f.Priority != 0 && v.Priority != f.Priority,
 		!visible(rec, f.VisibleTo):
 		return false
 	}

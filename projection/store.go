@@ -28,8 +28,9 @@ var ErrSchema = errors.New("projection: incompatible projection file")
 // "meta", key "schema"). Change it with any change of a bucket, key or value
 // format. Layout 2 stores each Turn as the kernel's own state (kernel.Turn,
 // folded by kernel.EvolveTurn) with the agents who may read it, and indexes a
-// Turn under every such agent (its root's target and requester too).
-const SchemaVersion = 2
+// Turn under every such agent (its root's target and requester too). Layout
+// 3 adds the Turn's schedule to its state and view.
+const SchemaVersion = 3
 
 // MaxLimit is the largest page the queries return; callers validate limit
 // (1..MaxLimit) and the queries clamp it to that range as well.

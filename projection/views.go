@@ -58,6 +58,16 @@ type TurnView struct {
 	Claim           *ClaimView      `json:"claim"`
 	Attempts        int             `json:"attempts"`
 	LastTurnSeq     uint64          `json:"last_turn_seq"`
+	// The schedule (issue of scheduling): the effective priority, and null
+	// for what the dispatch did not ask. not_before is when the Turn may be
+	// claimed next (a retry's backoff moves it).
+	Priority        int             `json:"priority"`
+	NotBefore       *time.Time      `json:"not_before"`
+	ClaimBy         *time.Time      `json:"claim_by"`
+	Deadline        *time.Time      `json:"deadline"`
+	MaxAttempts     *int            `json:"max_attempts"`
+	RetryBackoff    *kernel.Backoff `json:"retry_backoff"`
+	RetryOf         *string         `json:"retry_of"`
 	FinalPayload    json.RawMessage `json:"final_payload"`
 	FinalRecordRole *string         `json:"final_record_role"`
 	CreatedAt       time.Time       `json:"created_at"`
@@ -111,6 +121,7 @@ type TurnFilter struct {
 	State             string
 	Outcome           string
 	StopRequestedOnly bool
+	Priority          int // 0: any
 	// VisibleTo, when set, keeps only the Turns whose target agent or
 	// requester is this agent (the read policy of an agent).
 	VisibleTo string

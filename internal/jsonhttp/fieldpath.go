@@ -265,3 +265,105 @@ func indexLess(a, b []int) bool {
 	}
 	return len(a) < len(b)
 }
+
+// pathOfString returns the path ("deadline", "items[2].at") of the string
+// value v in data that decodes into a value of type want inside t, or else
+// of the first string value equal to v: where a value that decodes itself
+// (a time) and failed sits in the body.
+func pathOfString(data []byte, v string, t, want reflect.Type) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	type level struct {
+		array bool
+		key   string
+		index int
+	}
+	var stack []level
+	path := func() string {
+		var b strings.Builder
+		for _, l := range stack {
+			if l.array {
+				b.WriteString("[" + strconv.Itoa(l.index) + "]")
+			} else {
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(l.key)
+			}
+		}
+		return b.String()
+	}
+	typeHere := func() reflect.Type {
+		cur := t
+		for _, l := range stack {
+			for cur != nil && cur.Kind() == reflect.Pointer {
+				cur = cur.Elem()
+			}
+			switch {
+			case cur == nil:
+				return nil
+			case l.array && (cur.Kind() == reflect.Slice || cur.Kind() == reflect.Array):
+				cur = cur.Elem()
+			case !l.array && cur.Kind() == reflect.Struct:
+				cur, _ = fieldsOf(cur).lookup(l.key)
+			case !l.array && cur.Kind() == reflect.Map:
+				cur = cur.Elem()
+			default:
+				return nil
+			}
+		}
+		for cur != nil && cur.Kind() == reflect.Pointer {
+			cur = cur.Elem()
+		}
+		return cur
+	}
+	first, found := "", false
+	expectKey := false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return first, found
+		}
+		// A value ends: the next token of an object is a key, of an array
+		// the next element.
+		done := func() {
+			if n := len(stack); n > 0 {
+				if stack[n-1].array {
+					stack[n-1].index++
+				} else {
+					expectKey = true
+				}
+			}
+		}
+		switch tk := tok.(type) {
+		case json.Delim:
+			switch tk {
+			case '{':
+				stack = append(stack, level{})
+				expectKey = true
+			case '[':
+				stack = append(stack, level{array: true})
+				expectKey = false
+			default:
+				stack = stack[:len(stack)-1]
+				done()
+			}
+		case string:
+			if expectKey && len(stack) > 0 && !stack[len(stack)-1].array {
+				stack[len(stack)-1].key = tk
+				expectKey = false
+				continue
+			}
+			if tk == v {
+				if typeHere() == want {
+					return path(), true
+				}
+				if !found {
+					first, found = path(), true
+				}
+			}
+			done()
+		default:
+			done()
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"time"
 )
 
 // ErrorBody is the body of every handled error response.
@@ -103,6 +104,7 @@ func DecodeBytes(data []byte, dst any) error {
 func describe(err error, data []byte, dst any) string {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var tp *time.ParseError
 	switch {
 	case errors.As(err, &syn):
 		return fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn)
@@ -113,6 +115,12 @@ func describe(err error, data []byte, dst any) string {
 		return fmt.Sprintf("request body must be %s, not %s", jsonType(typ.Type.Kind().String()), typ.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "malformed JSON: unexpected end of body"
+	case errors.As(err, &tp):
+		// A time decodes itself, and json does not say where it was.
+		if path, ok := pathOfString(data, tp.Value, reflect.TypeOf(dst), reflect.TypeFor[time.Time]()); ok {
+			return fmt.Sprintf("field %q must be an RFC 3339 time such as 2026-11-27T09:00:00Z, not %q", path, tp.Value)
+		}
+		return fmt.Sprintf("invalid request body: %v", err)
 	default:
 		// json reports an unknown field as `json: unknown field "x"`, without
 		// saying where x is: name it by its full path.

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -191,4 +192,18 @@ func FuzzUnknownFieldAgreesWithEncodingJSON(f *testing.F) {
 			t.Errorf("encoding/json: %v; unknownField(%s) = %q, %q, %v", err, in, path, key, ok)
 		}
 	})
+}
+
+func TestATimeThatDoesNotParseIsNamedByItsPath(t *testing.T) {
+	var dst struct {
+		Items []struct {
+			At time.Time `json:"at"`
+		} `json:"items"`
+		Note string `json:"note"`
+	}
+	err := DecodeBytes([]byte(`{"note":"soon","items":[{"at":"2026-11-27T00:00:00Z"},{"at":"soon"}]}`), &dst)
+	var de *DecodeError
+	if !errors.As(err, &de) || !strings.Contains(de.Msg, `"items[1].at"`) {
+		t.Errorf("DecodeBytes with a bad time = %v, want a DecodeError naming items[1].at", err)
+	}
 }
