@@ -42,14 +42,20 @@
 //
 //	state      command / event                     next state   notes
 //	—          dispatch       turn.dispatched       queued       target must exist, be enabled, accept work, not be drained
-//	queued     claim          turn.claimed          claimed      oldest queued Turn of the agent; within capacity; not while drained
+//	queued     claim          turn.claimed          claimed      the agent's first claimable Turn: best priority, earliest due, oldest; within capacity; not while drained
 //	claimed    renew          turn.claim_renewed    claimed      extends expires_at by the claim TTL
 //	claimed    semantic-record turn.record_appended claimed      turn_seq = last + 1
 //	claimed    suspend        turn.suspended        suspended    releases the claim; refused (409) once a stop is requested
 //	claimed    finish         turn.finished         finished     outcome succeeded|failed|stopped; a final_payload is the last record
+//	claimed    finish+retry   turn.retry_scheduled  queued       outcome failed, attempts left: claimable again after the backoff
+//	claimed    finish+retry   turn.finished         finished     outcome failed, no attempt left: outcome dead
 //	claimed    stop           turn.stop_requested   claimed      sets stop_requested; the holder sees it on renew and records
 //	claimed    claim expires  turn.claim_expired    queued       back to its old place in the queue
 //	claimed    claim expires  turn.claim_expired    finished     when a stop was requested: outcome stopped
+//	claimed    claim expires  turn.claim_expired    finished     on the last of max_attempts: outcome dead (dead: true)
+//	queued     claim_by       turn.expired          finished     never claimed by claim_by: outcome expired
+//	—          deadline       turn.timed_out        finished     not finished by deadline (queued, claimed, suspended): outcome timed_out; a claim dies
+//	finished   retry          turn.dispatched       —            a new Turn, retry_of this one; outcome failed|dead|expired|timed_out|stopped, once
 //	queued     stop           turn.stopped          finished     outcome stopped
 //	suspended  stop           turn.stopped          finished     outcome stopped
 //	suspended  resume         turn.resumed          queued       back to its old place in the queue
@@ -58,6 +64,9 @@
 // # Invariants
 //
 //   - A Turn in state claimed has exactly one live claim; no other Turn has one.
+//   - A Turn is claimed only when due (its not_before passed), before its
+//     claim_by (if never claimed) and before its deadline; a claim past the
+//     deadline is dead (FencingError).
 //   - An agent never holds more claims than its capacity. An expired claim
 //     counts until it is reconciled (by claims:reconcile-expired or the reaper).
 //   - turn_seq of a Turn's records grows by one, without gaps.
