@@ -2,6 +2,8 @@ package kernel
 
 import (
 	"encoding/json"
+	"path/filepath"
+	"testing"
 	"time"
 )
 
@@ -25,4 +27,16 @@ func turnSamples() []Event {
 		sample(EvTurnRetryScheduled, AggTurn, "turn_1", &TurnRetryScheduled{ClaimID: "clm_1", NotBefore: t0.Add(time.Second),
 			FinalPayload: json.RawMessage(`{"error":"boom"}`), FinalRecordRole: "error", TurnSeq: 3}),
 	}
+}
+
+// TestGoldenDispatchWithSchedule pins a turn.dispatched carrying every
+// optional field of the schedule and retry_of (v1: the file without them
+// still decodes).
+func TestGoldenDispatchWithSchedule(t *testing.T) {
+	want := sample(EvTurnDispatched, AggTurn, "turn_2", &TurnDispatched{TargetAgent: AgentRef{"p1", "worker"}, RequestedBy: AgentRef{"p1", "req"},
+		Input: json.RawMessage(`{"q":1}`), TurnKind: "summarize", DispatchKey: "retry:turn_1", BodyHash: sampleHash,
+		Authority: Authority{Mode: AuthorityRoot, RequestID: "r1"}, RootTurnID: "turn_2", RetryOf: "turn_1",
+		Schedule: Schedule{Priority: ptr(1), NotBefore: ptr(t0), ClaimBy: ptr(t0.Add(time.Minute)), Deadline: ptr(t0.Add(time.Hour)),
+			MaxAttempts: ptr(3), RetryBackoff: &Backoff{InitialS: 1, Factor: 2, MaxS: 60}}})
+	checkGolden(t, filepath.Join("testdata", "events", "turn.dispatched.v1.with-schedule.json"), want)
 }
