@@ -159,6 +159,9 @@ type FencedResult struct {
 	TurnSeq       uint64
 	StopRequested bool
 	Claim         kernel.ClaimToken // with the renewed expiry, for Renew
+	// InputToken answers the input wait a Suspend with AwaitingInput
+	// started (returned once; a retry with the same key gets it again).
+	InputToken string
 }
 
 // Fenced runs a command that carries a claim token (Renew, AppendRecord,
@@ -184,11 +187,39 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd kernel.Command)
 	}
 	var res FencedResult
 	err := e.with(ctx, project, false, func(p *kernel.Project) error {
+		s, waits := cmd.(kernel.Suspend)
+		waits = waits && s.AwaitingInput != nil
+		if waits {
+			// The token is derived from the claim the suspend ends, known
+			// only under the lock; the kernel keeps its hash.
+			if t := p.Turn(turnID); t != nil && t.Claim != nil {
+				w := *s.AwaitingInput
+				res.InputToken = e.inputTokenOf(project, turnID, t.Claim.ID)
+				w.TokenHash = kernel.HashSecret(res.InputToken)
+				s.AwaitingInput = &w
+			} else {
+				w := *s.AwaitingInput
+				w.TokenHash = "-" // no claim: the fence refuses it first
+				s.AwaitingInput = &w
+			}
+			cmd = s
+		}
 		seq, _, a, err := e.decideAppend(ctx, p, cmd)
 		if err != nil {
 			return err
 		}
 		res.Seq = seq
+		if a != nil && waits {
+			hash := ""
+			if t := p.Turn(turnID); t != nil && t.AwaitingInput != nil {
+				hash = t.AwaitingInput.TokenHash
+			}
+			tok, err := e.rederive(InputTokenPrefix, secretInput, project, turnID+"/"+a.ResultID, hash)
+			if err != nil {
+				return err
+			}
+			res.InputToken = tok
+		}
 		if a != nil {
 			res.TurnSeq, res.StopRequested = a.TurnSeq, a.StopRequested
 			if r, ok := cmd.(kernel.Renew); ok && a.Claim != nil {

@@ -18,7 +18,17 @@ const (
 	secretClaim      = "claim"
 	secretCredential = "credential"
 	secretInvite     = "invite"
+	secretInput      = "input"
 )
+
+// InputTokenPrefix starts every input token.
+const InputTokenPrefix = "tli_"
+
+// inputTokenOf is the input token of the wait that suspending turnID under
+// claimID starts: one per suspension, the same for a retried suspend.
+func (e *Engine) inputTokenOf(project, turnID, claimID string) string {
+	return InputTokenPrefix + e.derive(secretInput, project, turnID+"/"+claimID)
+}
 
 // derive returns the secret of kind for the id in the project.
 func (e *Engine) derive(kind, project, id string) string {

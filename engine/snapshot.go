@@ -155,6 +155,8 @@ type snapTurn struct {
 	UpdatedAt       *time.Time            `json:"ua,omitempty"`
 	FinishedAt      *time.Time            `json:"fa,omitempty"`
 	Seq             uint64                `json:"q"`
+	NotBefore       *time.Time            `json:"nb,omitempty"`
+	AwaitingInput   *kernel.AwaitingInput `json:"ai,omitempty"`
 }
 
 func timeOrNil(t time.Time) *time.Time {
@@ -191,7 +193,8 @@ func encodeSnapshot(p *kernel.Project) ([]byte, error) {
 		s.Turns = append(s.Turns, snapTurn{ID: t.ID, Order: t.Order, Dispatch: t.Dispatch, State: t.State, Outcome: t.Outcome,
 			StopRequested: t.StopRequested, StopRequestedAt: t.StopRequestedAt, Claim: t.Claim, Attempts: t.Attempts,
 			TurnSeq: t.TurnSeq, FinalPayload: t.FinalPayload, FinalRecordRole: t.FinalRecordRole,
-			CreatedAt: timeOrNil(t.CreatedAt), UpdatedAt: timeOrNil(t.UpdatedAt), FinishedAt: t.FinishedAt, Seq: t.Seq})
+			CreatedAt: timeOrNil(t.CreatedAt), UpdatedAt: timeOrNil(t.UpdatedAt), FinishedAt: t.FinishedAt, Seq: t.Seq,
+			NotBefore: t.NotBefore, AwaitingInput: t.AwaitingInput})
 	}
 	head, err := json.Marshal(s)
 	if err != nil {
@@ -234,7 +237,7 @@ func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
 		t := &kernel.Turn{ID: st.ID, Order: st.Order, Dispatch: st.Dispatch, State: st.State, Outcome: st.Outcome,
 			StopRequested: st.StopRequested, StopRequestedAt: st.StopRequestedAt, Claim: st.Claim, Attempts: st.Attempts,
 			TurnSeq: st.TurnSeq, FinalPayload: st.FinalPayload, FinalRecordRole: st.FinalRecordRole,
-			FinishedAt: st.FinishedAt, Seq: st.Seq}
+			FinishedAt: st.FinishedAt, Seq: st.Seq, NotBefore: st.NotBefore, AwaitingInput: st.AwaitingInput}
 		if st.CreatedAt != nil {
 			t.CreatedAt = *st.CreatedAt
 		}

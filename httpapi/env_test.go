@@ -187,6 +187,8 @@ func (e *env) do(who as, method, path string, body any) response {
 		req.Header.Set(httpapi.HeaderProject, who.project)
 		req.Header.Set(httpapi.HeaderAgent, who.agent)
 		req.Header.Set("Authorization", "Bearer "+who.token)
+	case who.token != "":
+		req.Header.Set("Authorization", "Bearer "+who.token) // a bearer alone: an input token
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

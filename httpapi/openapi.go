@@ -163,22 +163,13 @@ func schemas() m {
 		}),
 		"ProfileSpec": profileSpec,
 
-		"TurnView": closed(m{
-			"project_id": tStr, "turn_id": tStr, "turn_kind": tStr,
-			"state":             m{"type": "string", "enum": kernel.TurnStates()},
-			"outcome":           nullable(tStr),
-			"stop_requested":    tBool,
-			"stop_requested_at": nullable(tTime),
-			"target_agent":      ref("AgentRef"), "requested_by": ref("AgentRef"),
-			"input": tAny, "dispatch_key": tStr,
-			"authority": closedExcept(m{"mode": m{"type": "string", "enum": []string{"root_request", "child_derivation"}}, "request_id": tStr, "parent_turn_id": tStr}, "request_id", "parent_turn_id"),
-			"parent":    nullable(ref("TurnRef")), "root_turn_id": tStr, "depth": tInt,
-			"claim":    nullable(closed(m{"claim_id": tStr, "agent_id": tStr, "claimed_at": tTime, "expires_at": tTime})),
-			"attempts": tInt, "last_turn_seq": tSeq, "final_payload": tAny, "final_record_role": nullable(tStr),
-			"priority": tPriority, "not_before": nullable(tTime), "claim_by": nullable(tTime), "deadline": nullable(tTime),
-			"max_attempts": nullable(tInt), "retry_backoff": nullable(ref("Backoff")), "retry_of": nullable(tStr),
-			"created_at": tTime, "updated_at": tTime, "finished_at": nullable(tTime), "ledger_seq": tSeq,
-		}),
+		"TurnView": closed(turnView()),
+		"SuspendResult": func() m {
+			props := turnView()
+			props["input_token"] = m{"type": "string", "description": "returned once: answers the wait alone (Authorization: Bearer <input_token>)"}
+			props["input_url"] = m{"type": "string", "format": "uri", "description": "the absolute URL of the Turn's :provide-input"}
+			return closedExcept(props, "input_token", "input_url")
+		}(),
 		"AgentView": closed(m{
 			"project_id": tStr, "agent_id": tStr, "role": tStr, "description": tStr, "enabled": tBool,
 			"accepts_work": tBool, "drained": tBool, "admitting": tBool, "capacity": tInt, "active_claims": tInt,
@@ -261,7 +252,13 @@ func schemas() m {
 		}), "requested_by", "target_agent", "input", "turn_kind", "dispatch_key", "authority"),
 		"ClaimBody":  body(with(m{"agent": ref("AgentRef")}), "agent"),
 		"FencedBody": body(with(m{"claim": ref("ClaimToken")}), "claim"),
-		"RecordBody": body(with(m{"claim": ref("ClaimToken"), "payload": tObj, "role": tStr}), "claim", "payload", "role"),
+		"SuspendBody": body(with(m{"claim": ref("ClaimToken"), "awaiting_input": body(m{
+			"prompt":   m{"type": "string", "minLength": 1, "maxLength": kernel.MaxPromptLen, "description": "the question, for a person or another agent"},
+			"schema":   nullable(m{"type": "object", "description": "a JSON Schema of the expected input, shown to whoever answers"}),
+			"input_by": nullable(m{"type": "string", "format": "date-time", "description": "the Turn ends as timed_out if no input arrives by then"}),
+		}, "prompt")}), "claim"),
+		"ProvideInputBody": body(with(m{"input": tObj}), "input"),
+		"RecordBody":       body(with(m{"claim": ref("ClaimToken"), "payload": tObj, "role": tStr}), "claim", "payload", "role"),
 		"FinishBody": body(with(m{
 			"claim": ref("ClaimToken"), "outcome": tStr, "final_payload": nullable(tObj), "final_record_role": tStr,
 			"retry": m{"type": "boolean", "description": "with outcome failed: queue the Turn again after its backoff while attempts remain, else finish it as dead"},
@@ -300,6 +297,7 @@ func parameters() m {
 		"outcome":             q("outcome", "Only Turns with this outcome.", tStr),
 		"stop_requested_only": q("stop_requested_only", "Only Turns with a stop requested.", flag),
 		"priority":            q("priority", "Only Turns of this priority (1 to 5).", tPriority),
+		"awaiting_input":      q("awaiting_input", "Only Turns suspended for input (true).", flag),
 		"enabled_only":        q("enabled_only", "Only enabled agents.", flag),
 		"accepts_work_only":   q("accepts_work_only", "Only agents accepting work and not drained.", flag),
 		"role":                q("role", "Only agents of this role.", tStr),
@@ -372,6 +370,8 @@ func buildOpenAPI(routes []route) m {
 			o["security"] = []any{m{"adminBearer": []string{}}}
 		case project:
 			o["security"] = []any{m{"adminBearer": []string{}}, m{"agentBearer": []string{}, "agentProject": []string{}, "agentId": []string{}}}
+		case inputWait:
+			o["security"] = []any{m{"adminBearer": []string{}}, m{"agentBearer": []string{}, "agentProject": []string{}, "agentId": []string{}}, m{"inputToken": []string{}}}
 		}
 		if op.body != "" {
 			o["requestBody"] = m{"required": !op.bodyOptional, "content": m{"application/json": m{"schema": ref(op.body)}}}
@@ -409,7 +409,30 @@ func buildOpenAPI(routes []route) m {
 				"agentBearer":  m{"type": "http", "scheme": "bearer", "description": "An agent credential token, with X-Svc-Project-Id and X-Svc-Agent-Id."},
 				"agentProject": m{"type": "apiKey", "in": "header", "name": HeaderProject},
 				"agentId":      m{"type": "apiKey", "in": "header", "name": HeaderAgent},
+				"inputToken":   m{"type": "http", "scheme": "bearer", "description": "The input token a suspend for input returned (tli_…), alone: it answers that one wait, once."},
 			},
 		},
+	}
+}
+
+// turnView is the properties of a Turn snapshot (TurnView, and SuspendResult
+// which adds the input token).
+func turnView() m {
+	return m{
+		"project_id": tStr, "turn_id": tStr, "turn_kind": tStr,
+		"state":             m{"type": "string", "enum": kernel.TurnStates()},
+		"outcome":           nullable(tStr),
+		"stop_requested":    tBool,
+		"stop_requested_at": nullable(tTime),
+		"target_agent":      ref("AgentRef"), "requested_by": ref("AgentRef"),
+		"input": tAny, "dispatch_key": tStr,
+		"authority": closedExcept(m{"mode": m{"type": "string", "enum": []string{"root_request", "child_derivation"}}, "request_id": tStr, "parent_turn_id": tStr}, "request_id", "parent_turn_id"),
+		"parent":    nullable(ref("TurnRef")), "root_turn_id": tStr, "depth": tInt,
+		"claim":    nullable(closed(m{"claim_id": tStr, "agent_id": tStr, "claimed_at": tTime, "expires_at": tTime})),
+		"attempts": tInt, "last_turn_seq": tSeq, "final_payload": tAny, "final_record_role": nullable(tStr),
+		"priority": tPriority, "not_before": nullable(tTime), "claim_by": nullable(tTime), "deadline": nullable(tTime),
+		"max_attempts": nullable(tInt), "retry_backoff": nullable(ref("Backoff")), "retry_of": nullable(tStr),
+		"awaiting_input": nullable(closed(m{"prompt": tStr, "schema": nullable(tObj), "input_by": nullable(tTime)})),
+		"created_at":     tTime, "updated_at": tTime, "finished_at": nullable(tTime), "ledger_seq": tSeq,
 	}
 }

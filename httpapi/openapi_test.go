@@ -190,6 +190,12 @@ func TestOpenAPIValidatesLifecycle(t *testing.T) {
 	call(boss, "POST", p+"/management/turns/"+c.Turn.TurnID+":stop", map[string]any{"requested_by": ref("p", "boss")}, 200)
 	call(w, "POST", p+"/turns/"+c.Turn.TurnID+":finish", map[string]any{"claim": c.Claim, "outcome": "succeeded", "final_payload": map[string]any{"ok": true}, "final_record_role": "final"}, 200)
 	call(w, "POST", p+"/agents/w/claims:claim", map[string]any{"agent": ref("p", "w")}, 200).decode(t, &c)
+	var waiting struct {
+		InputToken string `json:"input_token"`
+	}
+	call(w, "POST", p+"/turns/"+c.Turn.TurnID+":suspend", map[string]any{"claim": c.Claim, "awaiting_input": map[string]any{"prompt": "ok?", "schema": nil, "input_by": nil}}, 200).decode(t, &waiting)
+	call(as{project: "p", token: waiting.InputToken}, "POST", p+"/turns/"+c.Turn.TurnID+":provide-input", map[string]any{"input": map[string]any{"ok": true}}, 200)
+	call(w, "POST", p+"/agents/w/claims:claim", map[string]any{"agent": ref("p", "w")}, 200).decode(t, &c)
 	call(w, "POST", p+"/turns/"+c.Turn.TurnID+":finish", map[string]any{"claim": c.Claim, "outcome": "failed"}, 200)
 	call(asAdmin, "POST", p+"/turns/"+c.Turn.TurnID+":retry", map[string]any{"requested_by": ref("p", "boss")}, 200)
 	call(w, "POST", p+"/claims:reconcile-expired", nil, 200)

@@ -12,9 +12,10 @@ import (
 type access int
 
 const (
-	anyone  access = iota // no credentials
-	admin                 // the admin bearer
-	project               // an agent (three headers) or the admin bearer
+	anyone    access = iota // no credentials
+	admin                   // the admin bearer
+	project                 // an agent (three headers) or the admin bearer
+	inputWait               // as project, or an input token alone (Authorization: Bearer tli_…)
 )
 
 // route is one route of the API, declared once: the router serves it, the
@@ -126,6 +127,9 @@ func (s *Server) routes() []route {
 		{method: http.MethodPost, path: p + "/turns/:turn_id:retry", access: project, handle: s.retryTurn,
 			tag: "Turns", id: "retryTurn", summary: "Dispatch a new Turn from a finished one whose outcome is failed, dead, expired, timed_out or stopped.",
 			body: "RequestedByBody", resp: ref("TurnView")},
+		{method: http.MethodPost, path: p + "/turns/:turn_id:provide-input", access: inputWait, handle: s.provideInput,
+			tag: "Turns", id: "provideTurnInput", summary: "Answer a Turn suspended for input: with its input token alone, or as its requester or a management agent. The Turn goes back to its queue with the input as a semantic record.",
+			body: "ProvideInputBody", resp: ref("TurnView")},
 		{method: http.MethodPost, path: p + "/turns/:turn_id:resume", access: project, handle: s.resumeTurn,
 			tag: "Turns", id: "resumeTurn", summary: "Resume a suspended Turn.",
 			body: "RequestedByBody", resp: ref("TurnView")},
@@ -145,7 +149,7 @@ func (s *Server) routes() []route {
 			body: "RecordBody", resp: ref("RecordResult")},
 		{method: http.MethodPost, path: p + "/turns/:turn_id:suspend", access: project, handle: s.suspend,
 			tag: "Claims", id: "suspendTurn", summary: "Suspend the claimed Turn (the claim is released).",
-			body: "FencedBody", resp: ref("TurnView")},
+			body: "SuspendBody", resp: ref("SuspendResult")},
 		{method: http.MethodPost, path: p + "/turns/:turn_id:finish", access: project, handle: s.finish,
 			tag: "Claims", id: "finishTurn", summary: "Finish the claimed Turn with an outcome.",
 			body: "FinishBody", resp: ref("TurnView")},
@@ -159,7 +163,7 @@ func (s *Server) routes() []route {
 			query: []string{"turn_kind", "agent_id_filter", "enabled_only", "accepts_work_only", "limit"}, resp: ref("OfferPage")},
 		{method: http.MethodGet, path: p + "/projection/turns", access: project, handle: s.projectionTurns,
 			tag: "Projections", id: "listTurns", summary: "Projected Turns in dispatch order; after_ledger_seq is the cursor (a dispatch ledger_seq).",
-			query: []string{"target_agent_id", "turn_kind", "state", "outcome", "priority", "stop_requested_only", "after_ledger_seq", "limit"}, resp: ref("TurnPage")},
+			query: []string{"target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "stop_requested_only", "after_ledger_seq", "limit"}, resp: ref("TurnPage")},
 		{method: http.MethodGet, path: p + "/projection/turns/:turn_id/lineage", access: project, handle: s.lineage,
 			tag: "Projections", id: "turnLineage", summary: "The Turn's lineage: ancestors, itself, descendants.",
 			query: []string{"limit"}, resp: ref("LineagePage")},
@@ -184,6 +188,8 @@ func (s *Server) guard(a access, h handler) httprouter.Handle {
 		return s.public(h)
 	case admin:
 		return s.admin(h)
+	case inputWait:
+		return s.projectRoute(h, true)
 	}
 	return s.project(h)
 }

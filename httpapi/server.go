@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -156,6 +157,10 @@ type call struct {
 
 	idemKey  string // the Idempotency-Key, if any (idempotency.go)
 	bodyHash string // hash of the body, once read
+
+	// inputToken is the bearer of a route that takes an input token alone
+	// (access inputWait), when the request sent one instead of credentials.
+	inputToken string
 }
 
 func (c *call) common(meta *kernel.Meta, trace *kernel.Trace) kernel.Common {
@@ -175,7 +180,12 @@ type handler func(w http.ResponseWriter, c *call) error
 
 // project wraps a handler of a project-scoped route: it checks the project
 // id, authenticates the caller and writes any error.
-func (s *Server) project(h handler) httprouter.Handle {
+func (s *Server) project(h handler) httprouter.Handle { return s.projectRoute(h, false) }
+
+// projectRoute is project; with inputTokens, a bearer that is an input
+// token and comes without agent headers is taken for the handler to check
+// (call.inputToken) instead of being refused.
+func (s *Server) projectRoute(h handler, inputTokens bool) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		c := &call{ctx: r.Context(), r: r, ps: ps, project: ps.ByName("project_id")}
 		err := func() error {
@@ -191,6 +201,14 @@ func (s *Server) project(h handler) httprouter.Handle {
 			}
 			if !hold(c.ctx, release) {
 				defer release()
+			}
+			if tok, ok := bearer(r); inputTokens && ok && strings.HasPrefix(tok, engine.InputTokenPrefix) &&
+				r.Header.Get(HeaderAgent) == "" && r.Header.Get(HeaderProject) == "" {
+				if err := s.checkThrottle(r, c.project, ""); err != nil {
+					return err
+				}
+				c.inputToken = tok
+				return h(w, c)
 			}
 			caller, err := s.authenticate(c.ctx, r, c.project)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
@@ -332,15 +333,87 @@ func (s *Server) suspend(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	var b fencedBody
+	var b suspendBody
 	if err := s.decode(c, &b, false); err != nil {
 		return err
 	}
-	res, err := s.engine.Fenced(c.ctx, c.project, kernel.Suspend{Common: c.common(b.Meta, b.Trace), TurnID: id, Claim: b.Claim})
+	cmd := kernel.Suspend{Common: c.common(b.Meta, b.Trace), TurnID: id, Claim: b.Claim}
+	if a := b.AwaitingInput; a != nil {
+		cmd.AwaitingInput = &kernel.AwaitingInput{Prompt: a.Prompt, Schema: a.Schema, InputBy: a.InputBy}
+	}
+	res, err := s.engine.Fenced(c.ctx, c.project, cmd)
 	if err != nil {
 		return err
 	}
-	return s.turnAfter(w, c, res.Seq, id)
+	v, err := s.turnAt(c.ctx, c.project, id, res.Seq)
+	if err != nil {
+		return err
+	}
+	if res.InputToken == "" {
+		return s.ok(w, v)
+	}
+	return s.ok(w, suspendResult{TurnView: v, InputToken: res.InputToken, InputURL: s.inputURL(c, id)})
+}
+
+type suspendBody struct {
+	Claim         kernel.ClaimToken `json:"claim"`
+	AwaitingInput *struct {
+		Prompt  string          `json:"prompt"`
+		Schema  json.RawMessage `json:"schema"`
+		InputBy *time.Time      `json:"input_by"`
+	} `json:"awaiting_input"`
+	Meta  *kernel.Meta  `json:"meta"`
+	Trace *kernel.Trace `json:"trace"`
+}
+
+// suspendResult is the answer of a suspend for input: the Turn, and once,
+// the input token and the URL that answers the wait with it.
+type suspendResult struct {
+	projection.TurnView
+	InputToken string `json:"input_token"`
+	InputURL   string `json:"input_url"`
+}
+
+// inputURL is the absolute URL of the Turn's :provide-input route, as the
+// client reached this server.
+func (s *Server) inputURL(c *call, turnID string) string {
+	scheme := "http"
+	if c.r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + c.r.Host + "/v3r1/projects/" + c.project + "/turns/" + turnID + ":provide-input"
+}
+
+type provideInputBody struct {
+	Input json.RawMessage `json:"input"`
+	Meta  *kernel.Meta    `json:"meta"`
+	Trace *kernel.Trace   `json:"trace"`
+}
+
+// provideInput answers a Turn's input wait (kernel.ProvideInput), with its
+// input token alone or as the admin, the requester or a management agent.
+func (s *Server) provideInput(w http.ResponseWriter, c *call) error {
+	id, err := c.id("turn_id")
+	if err != nil {
+		return err
+	}
+	var b provideInputBody
+	if err := s.decode(c, &b, false); err != nil {
+		return err
+	}
+	cmd := kernel.ProvideInput{Common: c.common(b.Meta, b.Trace), TurnID: id, Input: b.Input}
+	if c.inputToken != "" {
+		cmd.TokenHash = kernel.HashSecret(c.inputToken)
+		cmd.Common.Idem = c.idempotency("input:" + cmd.TokenHash)
+	}
+	seq, err := s.engine.Execute(c.ctx, c.project, cmd)
+	if err != nil {
+		if c.inputToken != "" && kernel.ErrorKind(err) == kernel.Unauthorized {
+			s.authFailed(c.r, c.project, "")
+		}
+		return err
+	}
+	return s.turnAfter(w, c, seq, id)
 }
 
 type finishBody struct {
@@ -403,7 +476,7 @@ func (s *Server) reconcileExpired(w http.ResponseWriter, c *call) error {
 }
 
 func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
-	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "priority", "stop_requested_only", "after_ledger_seq", "limit")
+	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "stop_requested_only", "after_ledger_seq", "limit")
 	if err != nil {
 		return err
 	}
@@ -419,6 +492,9 @@ func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
 		if f.Priority, err = strconv.Atoi(p); err != nil || f.Priority < kernel.MinPriority || f.Priority > kernel.MaxPriority {
 			return kernel.Errorf(kernel.Validation, "priority must be an integer from %d to %d; not %q", kernel.MinPriority, kernel.MaxPriority, p)
 		}
+	}
+	if f.AwaitingInputOnly, err = q.flag("awaiting_input"); err != nil {
+		return err
 	}
 	if f.StopRequestedOnly, err = q.flag("stop_requested_only"); err != nil {
 		return err

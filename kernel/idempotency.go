@@ -37,7 +37,7 @@ type Answer struct {
 	TurnSeq       uint64    // the Turn's turn_seq right after the event
 	StopRequested bool      // the Turn's stop_requested right after the event
 	Claim         *Claim    // the Turn's claim right after a claim or renew event
-	ResultID      string    // credential, invite or report id the command created
+	ResultID      string    // credential, invite or report id the command created; a suspend's claim id
 	ExpiresAt     time.Time // of the credential or invite it created
 	Released      []string  // Turns released by claims:reconcile-expired
 }
@@ -133,6 +133,8 @@ func (p *Project) remember(r Recorded) {
 		a.ResultID, a.ExpiresAt = d.InviteID, d.ExpiresAt
 	case *AgentWorkMemoryReported:
 		a.ResultID = d.ReportID
+	case *TurnSuspended:
+		a.ResultID = d.ClaimID // the claim an input token is derived from
 	case *TurnClaimExpired:
 		a.Released = []string{e.ID}
 	}

@@ -18,7 +18,8 @@ import (
 //
 // A project's timers are one heap of the Turns that have a next due time:
 // the expiry of a live claim, a queued Turn's claim_by while it was never
-// claimed, a deadline while the Turn is not finished. The reaper finds what
+// claimed, a deadline while the Turn is not finished, the input_by of a Turn
+// suspended for input. The reaper finds what
 // is due by touching only the due entries and the ones right below them,
 // whatever the number of Turns.
 
@@ -245,6 +246,9 @@ func nextDue(t *Turn) (time.Time, bool) {
 	}
 	if t.State == StateQueued && t.Attempts == 0 {
 		at(s.ClaimBy)
+	}
+	if w := t.AwaitingInput; w != nil && t.State == StateSuspended {
+		at(w.InputBy)
 	}
 	return due, !due.IsZero()
 }

@@ -29,7 +29,9 @@ type Turn struct {
 	Seq             uint64 // ledger_seq of the last event that changed it
 	// NotBefore is when the Turn may be claimed next: its dispatch's
 	// not_before, then the time a retry was scheduled for (nil: at once).
-	NotBefore *time.Time
+	NotBefore *time.Time `json:",omitempty"`
+	// AwaitingInput is the question of a Turn suspended for input.
+	AwaitingInput *AwaitingInput `json:",omitempty"`
 }
 
 // Claim is a live lease on a Turn.
@@ -66,7 +68,7 @@ func FinalTurnSeq(t *Turn, d *TurnFinished) uint64 {
 func FreesWork(typ string) bool {
 	switch typ {
 	case EvTurnDispatched, EvTurnResumed, EvTurnSuspended, EvTurnFinished, EvTurnStopped, EvTurnClaimExpired,
-		EvTurnTimedOut, EvTurnRetryScheduled:
+		EvTurnTimedOut, EvTurnRetryScheduled, EvTurnInputProvided:
 		return true
 	}
 	return false
@@ -91,7 +93,7 @@ func EvolveTurn(t *Turn, r Recorded) *Turn {
 		return nil
 	}
 	finish := func(outcome string) {
-		t.State, t.Outcome, t.Claim = StateFinished, outcome, nil
+		t.State, t.Outcome, t.Claim, t.AwaitingInput = StateFinished, outcome, nil, nil
 		t.FinishedAt = ptr(e.At)
 	}
 	switch d := e.Data.(type) {
@@ -106,9 +108,12 @@ func EvolveTurn(t *Turn, r Recorded) *Turn {
 	case *TurnRecordAppended:
 		t.TurnSeq = max(t.TurnSeq, d.TurnSeq)
 	case *TurnSuspended:
-		t.State, t.Claim = StateSuspended, nil
+		t.State, t.Claim, t.AwaitingInput = StateSuspended, nil, d.AwaitingInput
 	case *TurnResumed:
-		t.State = StateQueued
+		t.State, t.AwaitingInput = StateQueued, nil
+	case *TurnInputProvided:
+		t.State, t.AwaitingInput = StateQueued, nil
+		t.TurnSeq = max(t.TurnSeq, d.TurnSeq)
 	case *TurnFinished:
 		if !IsNull(d.FinalPayload) {
 			t.TurnSeq = max(t.TurnSeq, FinalTurnSeq(t, d))
@@ -134,6 +139,7 @@ func EvolveTurn(t *Turn, r Recorded) *Turn {
 	case *TurnExpired:
 		finish(OutcomeExpired)
 	case *TurnTimedOut:
+		t.AwaitingInput = nil
 		finish(OutcomeTimedOut)
 	case *TurnRetryScheduled:
 		if !IsNull(d.FinalPayload) {
@@ -253,6 +259,7 @@ const (
 	EvTurnExpired        = "turn.expired"
 	EvTurnTimedOut       = "turn.timed_out"
 	EvTurnRetryScheduled = "turn.retry_scheduled"
+	EvTurnInputProvided  = "turn.input_provided"
 )
 
 // turnEvents is the codec's table of the turn events: type and version, with the Go
@@ -271,6 +278,7 @@ var turnEvents = map[codecKey]eventType{
 	{EvTurnExpired, 1}:        {AggTurn, func() any { return new(TurnExpired) }},
 	{EvTurnTimedOut, 1}:       {AggTurn, func() any { return new(TurnTimedOut) }},
 	{EvTurnRetryScheduled, 1}: {AggTurn, func() any { return new(TurnRetryScheduled) }},
+	{EvTurnInputProvided, 1}:  {AggTurn, func() any { return new(TurnInputProvided) }},
 }
 
 // TurnRef names a Turn of a project.
@@ -466,7 +474,36 @@ type TurnRecordAppended struct {
 // TurnSuspended: the claim holder suspended the Turn; the claim is released.
 type TurnSuspended struct {
 	ClaimID string `json:"claim_id"`
+	// AwaitingInput, when set, is the question the Turn waits on: answered
+	// by :provide-input, with the input token or as the requester.
+	AwaitingInput *AwaitingInput `json:"awaiting_input,omitempty"`
 }
+
+// AwaitingInput is what a Turn suspended for input asks: a prompt, an
+// optional JSON Schema of the answer, an optional time by which the answer
+// must come (else the Turn times out). TokenHash is the hash of the input
+// token that answers it without agent credentials; it is never shown.
+type AwaitingInput struct {
+	Prompt    string          `json:"prompt"`
+	Schema    json.RawMessage `json:"schema,omitempty"`
+	InputBy   *time.Time      `json:"input_by,omitempty"`
+	TokenHash string          `json:"token_hash"`
+}
+
+// TurnInputProvided: the input a suspended Turn waited for arrived. The
+// input is a semantic record of the Turn (turn_seq TurnSeq, role input), and
+// the Turn goes back to its old place in the queue.
+type TurnInputProvided struct {
+	Input   json.RawMessage `json:"input"`
+	TurnSeq uint64          `json:"turn_seq"`
+}
+
+// RoleInput is the role of the semantic record an input becomes.
+const RoleInput = "input"
+
+// ActorInputToken is the actor kind of an input provided with an input
+// token: whoever holds the token, not an agent of the project.
+const ActorInputToken = "input_token"
 
 // TurnResumed: a suspended Turn went back to the queue.
 type TurnResumed struct {
@@ -515,6 +552,9 @@ type TurnExpired struct {
 type TurnTimedOut struct {
 	Deadline time.Time `json:"deadline"`
 	ClaimID  string    `json:"claim_id,omitempty"` // the claim that died with it
+	// AwaitingInput: the time was the input_by of an input wait, not the
+	// Turn's deadline.
+	AwaitingInput bool `json:"awaiting_input,omitempty"`
 }
 
 // TurnRetryScheduled: the holder finished the Turn as failed and asked for
@@ -777,6 +817,9 @@ type Suspend struct {
 	TurnID    string
 	Claim     ClaimToken
 	TokenHash string
+	// AwaitingInput suspends the Turn for input (its TokenHash filled by
+	// the engine); nil suspends it as before.
+	AwaitingInput *AwaitingInput
 }
 
 // Name is the command's stable name (see Command).
@@ -790,7 +833,90 @@ func (cmd Suspend) decide(d decider) (*Event, error) {
 	if t.StopRequested {
 		return nil, Errorf(Conflict, "a stop was requested for turn %s: finish it instead of suspending it", t.ID)
 	}
-	return d.event(EvTurnSuspended, AggTurn, t.ID, &TurnSuspended{ClaimID: t.Claim.ID}), nil
+	data := &TurnSuspended{ClaimID: t.Claim.ID}
+	if w := cmd.AwaitingInput; w != nil {
+		if err := textField("awaiting_input.prompt", w.Prompt, MaxPromptLen, true); err != nil {
+			return nil, err
+		}
+		if !IsNull(w.Schema) {
+			if err := objectField("awaiting_input.schema", w.Schema, MaxPayloadBytes); err != nil {
+				return nil, err
+			}
+		}
+		if w.InputBy != nil && !w.InputBy.After(d.now) {
+			return nil, invalid("awaiting_input.input_by must be in the future")
+		}
+		if w.TokenHash == "" {
+			return nil, Errorf(Internal, "an input wait without its token")
+		}
+		c := *w
+		if IsNull(c.Schema) {
+			c.Schema = nil
+		}
+		if c.InputBy != nil {
+			c.InputBy = ptr(c.InputBy.UTC())
+		}
+		data.AwaitingInput = &c
+	}
+	return d.event(EvTurnSuspended, AggTurn, t.ID, data), nil
+}
+
+// MaxPromptLen bounds the prompt of an input wait.
+const MaxPromptLen = 4096
+
+// ProvideInput answers a Turn suspended for input: with the input token
+// (TokenHash, the caller being nobody) or as the admin, the Turn's requester
+// or an agent with the management grant. The input becomes a semantic record
+// and the Turn goes back to its old place in the queue for the same target.
+// A Turn not awaiting input (an input already given, say) is a
+// ConflictError; a token that is not the Turn's is Unauthorized.
+type ProvideInput struct {
+	Common
+	TurnID    string
+	Input     json.RawMessage
+	TokenHash string
+}
+
+// Name is the command's stable name (see Command).
+func (ProvideInput) Name() string { return "provide_input" }
+
+func (cmd ProvideInput) decide(d decider) (*Event, error) {
+	if err := objectField("input", cmd.Input, MaxPayloadBytes); err != nil {
+		return nil, err
+	}
+	var t *Turn
+	var err error
+	if cmd.TokenHash != "" {
+		if t, err = d.turn(cmd.TurnID); err != nil {
+			return nil, err
+		}
+		w := t.AwaitingInput
+		if t.State != StateSuspended || w == nil {
+			return nil, Errorf(Conflict, "turn %s is not awaiting input (state %s): an input token works once", t.ID, t.State)
+		}
+		if subtle.ConstantTimeCompare([]byte(w.TokenHash), []byte(cmd.TokenHash)) != 1 {
+			return nil, Errorf(Unauthorized, "invalid input token for turn %s", t.ID)
+		}
+	} else {
+		if t, err = d.turn(cmd.TurnID); err != nil {
+			return nil, err
+		}
+		a, err := d.p.Check(d.c.Caller, d.now)
+		if err != nil {
+			return nil, err
+		}
+		if id := d.c.Caller.AgentID; a != nil && !a.Has(GrantManage) && id != t.Dispatch.RequestedBy.AgentID {
+			return nil, Errorf(Forbidden, "agent %s may not provide the input of turn %s: its requester, the %s grant or its input token may", id, t.ID, GrantManage)
+		}
+		if t.State != StateSuspended || t.AwaitingInput == nil {
+			return nil, Errorf(Conflict, "turn %s is not awaiting input (state %s)", t.ID, t.State)
+		}
+	}
+	ev := d.event(EvTurnInputProvided, AggTurn, t.ID, &TurnInputProvided{Input: cmd.Input, TurnSeq: t.TurnSeq + 1})
+	if cmd.TokenHash != "" {
+		ev.Actor = Actor{Kind: ActorInputToken}
+	}
+	return ev, nil
 }
 
 // Finish finishes a claimed Turn.
@@ -938,7 +1064,8 @@ func (d decider) claimExpired(t *Turn) *Event {
 // ExpireDue does what is due to a Turn at the time of the decision, as the
 // reaper: a Turn past its deadline times out (and a live claim dies with
 // it); an expired claim is released (see ExpireClaim); a Turn never claimed
-// and past its claim_by expires. Nothing due, nothing happens.
+// and past its claim_by expires; a Turn waiting for input past its input_by
+// times out. Nothing due, nothing happens.
 type ExpireDue struct {
 	Common
 	TurnID string
@@ -969,6 +1096,8 @@ func (cmd ExpireDue) decide(d decider) (*Event, error) {
 		return d.claimExpired(t), nil
 	case t.State == StateQueued && t.Attempts == 0 && s.ClaimBy != nil && !d.now.Before(*s.ClaimBy):
 		return d.event(EvTurnExpired, AggTurn, t.ID, &TurnExpired{ClaimBy: *s.ClaimBy}), nil
+	case t.State == StateSuspended && t.AwaitingInput != nil && t.AwaitingInput.InputBy != nil && !d.now.Before(*t.AwaitingInput.InputBy):
+		return d.event(EvTurnTimedOut, AggTurn, t.ID, &TurnTimedOut{Deadline: *t.AwaitingInput.InputBy, AwaitingInput: true}), nil
 	}
 	return nil, nil
 }

@@ -44,6 +44,10 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 				return err
 			}
 		}
+	case *kernel.TurnInputProvided:
+		if err := f.putContext(r, t, d.TurnSeq, kernel.RoleInput, d.Input, ""); err != nil {
+			return err
+		}
 	case *kernel.TurnRetryScheduled:
 		if !kernel.IsNull(d.FinalPayload) {
 			if err := f.putContext(r, t, d.TurnSeq, d.FinalRecordRole, d.FinalPayload, d.ClaimID); err != nil {
@@ -192,6 +196,12 @@ func turnView(project string, t *kernel.Turn) TurnView {
 	v.MaxAttempts = s.MaxAttempts
 	if d.RetryOf != "" {
 		v.RetryOf = ptr(d.RetryOf)
+	}
+	if w := t.AwaitingInput; w != nil {
+		v.AwaitingInput = &AwaitingInputView{Prompt: w.Prompt, Schema: w.Schema, InputBy: w.InputBy}
+		if len(w.Schema) == 0 {
+			v.AwaitingInput.Schema = json.RawMessage("null")
+		}
 	}
 	if d.Authority.ParentTurnID != "" {
 		v.Parent = &kernel.TurnRef{ProjectID: project, TurnID: d.Authority.ParentTurnID}

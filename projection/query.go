@@ -175,6 +175,7 @@ func (f TurnFilter) match(rec turnRecord) bool {
 		f.Outcome != "" && (v.Outcome == nil || *v.Outcome != f.Outcome),
 		f.StopRequestedOnly && !v.StopRequested,
 		f.Priority != 0 && v.Priority != f.Priority,
+		f.AwaitingInputOnly && v.AwaitingInput == nil,
 		!visible(rec, f.VisibleTo):
 		return false
 	}

@@ -61,19 +61,29 @@ type TurnView struct {
 	// The schedule (issue of scheduling): the effective priority, and null
 	// for what the dispatch did not ask. not_before is when the Turn may be
 	// claimed next (a retry's backoff moves it).
-	Priority        int             `json:"priority"`
-	NotBefore       *time.Time      `json:"not_before"`
-	ClaimBy         *time.Time      `json:"claim_by"`
-	Deadline        *time.Time      `json:"deadline"`
-	MaxAttempts     *int            `json:"max_attempts"`
-	RetryBackoff    *kernel.Backoff `json:"retry_backoff"`
-	RetryOf         *string         `json:"retry_of"`
-	FinalPayload    json.RawMessage `json:"final_payload"`
-	FinalRecordRole *string         `json:"final_record_role"`
-	CreatedAt       time.Time       `json:"created_at"`
-	UpdatedAt       time.Time       `json:"updated_at"`
-	FinishedAt      *time.Time      `json:"finished_at"`
-	LedgerSeq       uint64          `json:"ledger_seq"`
+	Priority     int             `json:"priority"`
+	NotBefore    *time.Time      `json:"not_before"`
+	ClaimBy      *time.Time      `json:"claim_by"`
+	Deadline     *time.Time      `json:"deadline"`
+	MaxAttempts  *int            `json:"max_attempts"`
+	RetryBackoff *kernel.Backoff `json:"retry_backoff"`
+	RetryOf      *string         `json:"retry_of"`
+	// AwaitingInput is the question of a Turn suspended for input; null
+	// otherwise. The input token is never shown.
+	AwaitingInput   *AwaitingInputView `json:"awaiting_input"`
+	FinalPayload    json.RawMessage    `json:"final_payload"`
+	FinalRecordRole *string            `json:"final_record_role"`
+	CreatedAt       time.Time          `json:"created_at"`
+	UpdatedAt       time.Time          `json:"updated_at"`
+	FinishedAt      *time.Time         `json:"finished_at"`
+	LedgerSeq       uint64             `json:"ledger_seq"`
+}
+
+// AwaitingInputView is what a Turn suspended for input asks.
+type AwaitingInputView struct {
+	Prompt  string          `json:"prompt"`
+	Schema  json.RawMessage `json:"schema"`
+	InputBy *time.Time      `json:"input_by"`
 }
 
 // AuthorityView is how a Turn was authorised. The parent claim is never
@@ -122,6 +132,7 @@ type TurnFilter struct {
 	Outcome           string
 	StopRequestedOnly bool
 	Priority          int // 0: any
+	AwaitingInputOnly bool
 	// VisibleTo, when set, keeps only the Turns whose target agent or
 	// requester is this agent (the read policy of an agent).
 	VisibleTo string
