@@ -1,7 +1,7 @@
 # Sourced by .ci/test (with set -euo pipefail active): installs what
 # examples/walkthrough.sh needs, Debian's curl and jq, when either is missing
 # (TestWalkthroughScriptMatchesTheREADME runs the script, and
-# TestWorkerSectionMatchesTheREADME the README's worker section after it).
+# TestWorkerSectionMatchesTheDocs docs/client.md's worker section after it).
 tl_wt_missing=()
 for tl_wt_tool in curl jq; do
   command -v "$tl_wt_tool" >/dev/null || tl_wt_missing+=("$tl_wt_tool")

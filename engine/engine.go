@@ -51,7 +51,7 @@ type Config struct {
 	Rand      io.Reader
 }
 
-// DefaultConfig returns the defaults documented in the README.
+// DefaultConfig returns the defaults documented in docs/decisions.md and docs/concepts.md.
 func DefaultConfig() Config {
 	return Config{
 		ClaimTTL:      60 * time.Second,

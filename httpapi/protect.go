@@ -12,7 +12,7 @@ import (
 )
 
 // Protection against overload and abuse. The decisions, documented in the
-// README's reliability section:
+// docs/limits.md:
 //
 //   - Work in flight is bounded per instance (Config.MaxInFlight requests)
 //     and per project (Config.MaxProjectInFlight). A request beyond either

@@ -38,7 +38,7 @@ func TestChildTurnListedForExactlyItsReaders(t *testing.T) {
 	other := e.dispatch(req, "x", "other")
 
 	turns := map[string]string{root.TurnID: "root", kid.TurnID: "child", grandkid.TurnID: "grandchild", other.TurnID: "other"}
-	want := map[string][]string{ // the README's read policy, by hand
+	want := map[string][]string{ // docs/concepts.md's read policy, by hand
 		"req":    {"root", "child", "grandchild", "other"},
 		"a":      {"root", "child", "grandchild"},
 		"b":      {"child", "grandchild"},

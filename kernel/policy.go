@@ -16,7 +16,7 @@ const (
 )
 
 // Grants an agent's spec may carry. The table with what each allows is in the
-// package doc and the README; every check of them is in this package.
+// package doc and docs/concepts.md; every check of them is in this package.
 const (
 	GrantCredentialIssue = "credentials:issue" // issue credentials for any agent of the project
 	GrantCredentialAdmin = "credentials:admin" // list and revoke any agent's credentials

@@ -37,7 +37,7 @@ type EmbeddedConfig struct {
 	// SyncInterval fsyncs every Interval (nats-server's default, 2 minutes), so
 	// an acknowledged event survives a crash of the process (the page cache
 	// keeps it) but a power loss may drop what came after the last sync.
-	// Default (and "") SyncAlways: see the README's reliability section for
+	// Default (and "") SyncAlways: see docs/reliability.md ("Durability") for
 	// the cost.
 	Sync Sync
 	// SyncEvery is the interval of SyncInterval; 0 takes nats-server's

@@ -22,8 +22,8 @@ import (
 	"time"
 )
 
-// The overload scenario of `turnledger bench`: each point of the README's
-// "Load, abuse and limits" in one run. Every point runs against an
+// The overload scenario of `turnledger bench`: each point of docs/limits.md
+// ("Load, abuse and limits") in one run. Every point runs against an
 // in-process serve with the protections off ("off": no in-flight bounds,
 // no throttle, no read or write timeout, no connection cap, pages bounded
 // only at 1 GiB — serve as it was before them) and again against one with

@@ -599,18 +599,18 @@ func TestClusterServeLeavesAnExistingStreamAlone(t *testing.T) {
 	}
 }
 
-// TestReadmeClusterConfigParses reads the three-node nats-server
-// configuration the README gives and has nats-server parse it.
-func TestReadmeClusterConfigParses(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestClusterDocConfigParses reads the three-node nats-server
+// configuration docs/cluster.md gives and has nats-server parse it.
+func TestClusterDocConfigParses(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/cluster.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := bytes.Cut(readme, []byte("A minimal three-node cluster"))
+	_, rest, ok := bytes.Cut(doc, []byte("A minimal three-node cluster"))
 	_, rest, ok2 := bytes.Cut(rest, []byte("```\n"))
 	conf, _, ok3 := bytes.Cut(rest, []byte("```"))
 	if !ok || !ok2 || !ok3 {
-		t.Fatalf("README.md has no three-node configuration block")
+		t.Fatalf("docs/cluster.md has no three-node configuration block")
 	}
 	path := t.TempDir() + "/n1.conf"
 	if err := os.WriteFile(path, conf, 0o600); err != nil {
@@ -619,10 +619,10 @@ func TestReadmeClusterConfigParses(t *testing.T) {
 	t.Setenv("TURNLEDGER_NATS_PASSWORD", "pw")
 	o, err := server.ProcessConfigFile(path)
 	if err != nil {
-		t.Fatalf("nats-server cannot parse the README's configuration: %v\n%s", err, conf)
+		t.Fatalf("nats-server cannot parse docs/cluster.md's configuration: %v\n%s", err, conf)
 	}
 	if o.ServerName != "n1" || !o.JetStream || o.Cluster.Name != "turnledger" || len(o.Routes) != 3 || o.Username != "turnledger" || o.Password != "pw" {
-		t.Errorf("the README's configuration reads as server %q, JetStream %v, cluster %q, %d routes, user %q; want n1, true, turnledger, 3, turnledger",
+		t.Errorf("docs/cluster.md's configuration reads as server %q, JetStream %v, cluster %q, %d routes, user %q; want n1, true, turnledger, 3, turnledger",
 			o.ServerName, o.JetStream, o.Cluster.Name, len(o.Routes), o.Username)
 	}
 }

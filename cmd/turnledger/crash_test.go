@@ -24,7 +24,7 @@ import (
 )
 
 // crashKills is how many times TestCrashHarness kills serve with SIGKILL:
-// 10 in CI, more with TURNLEDGER_CRASH_KILLS (the README's long run uses 100).
+// 10 in CI, more with TURNLEDGER_CRASH_KILLS (docs/reliability.md's long run uses 100).
 func crashKills(t *testing.T) int {
 	if v := os.Getenv("TURNLEDGER_CRASH_KILLS"); v != "" {
 		n, err := strconv.Atoi(v)

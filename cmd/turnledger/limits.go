@@ -18,8 +18,8 @@ import (
 	"github.com/turnledger/turnledger/projection"
 )
 
-// limits are serve's protections against overload and abuse; the README's
-// reliability section documents each default.
+// limits are serve's protections against overload and abuse; docs/limits.md
+// documents each default.
 type limits struct {
 	MaxInFlight        int           // requests served at once by the instance
 	MaxProjectInFlight int           // requests of one project served at once

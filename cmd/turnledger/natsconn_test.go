@@ -23,7 +23,7 @@ import (
 
 // TestServeAuthenticatesToNATS starts serve against real NATS servers that
 // want a user and password, a token, or TLS with a client certificate, each
-// given the way the README says, and drives a command through each. Wrong
+// given the way docs/cluster.md says, and drives a command through each. Wrong
 // or half-given credentials keep serve from starting.
 func TestServeAuthenticatesToNATS(t *testing.T) {
 	userSrv := natstest.Start(t, natstest.Options(func(o *server.Options) { o.Username, o.Password = "tl", "s3cret" }))

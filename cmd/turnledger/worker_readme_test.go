@@ -16,24 +16,24 @@ import (
 	"github.com/turnledger/turnledger/internal/checkfor"
 )
 
-// TestWorkerSectionMatchesTheREADME runs the README's "A worker in Go"
-// section after its walk-through, as a reader would, against a real serve:
-// the walk-through script, the section's `feed tail` command, its credential
-// command (bash, curl, jq) and the example worker, then a dispatch of the
-// walk-through's Turn with a new dispatch_key. The lines `feed tail` printed
+// TestWorkerSectionMatchesTheDocs runs docs/client.md's "A worker in Go"
+// section after the README's walk-through, as a reader would, against a real
+// serve: the walk-through script, the section's `feed tail` command, its
+// credential command (bash, curl, jq) and the example worker, then a dispatch
+// of the walk-through's Turn with a new dispatch_key. The lines `feed tail` printed
 // and the worker's lines must be the ones the section shows, where "…"
 // stands for any text (times, ids).
-func TestWorkerSectionMatchesTheREADME(t *testing.T) {
+func TestWorkerSectionMatchesTheDocs(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the README's worker section needs %s: %v (bash .ci/test installs curl and jq)", tool, err)
+			t.Fatalf("docs/client.md's worker section needs %s: %v (bash .ci/test installs curl and jq)", tool, err)
 		}
 	}
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/client.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec := readmeWorkerSection(t, string(readme))
+	sec := docWorkerSection(t, string(doc))
 
 	dir := t.TempDir()
 	base, _ := startServe(t, dir)
@@ -139,7 +139,7 @@ func TestWorkerSectionMatchesTheREADME(t *testing.T) {
 	}
 }
 
-// workerSection is what the README's worker section shows: the commands it
+// workerSection is what docs/client.md's worker section shows: the commands it
 // runs and the outputs it shows.
 type workerSection struct {
 	feedTail        []string // turnledger's arguments
@@ -150,11 +150,11 @@ type workerSection struct {
 	workerLines     []string
 }
 
-func readmeWorkerSection(t *testing.T, readme string) workerSection {
+func docWorkerSection(t *testing.T, doc string) workerSection {
 	t.Helper()
-	_, sec, ok := strings.Cut(readme, "\n## A worker in Go")
+	_, sec, ok := strings.Cut("\n"+doc, "\n# A worker in Go")
 	if !ok {
-		t.Fatal("the README has no section \"A worker in Go\"")
+		t.Fatal("docs/client.md has no section \"A worker in Go\"")
 	}
 	sec, _, _ = strings.Cut(sec, "\n## ")
 	blocks := regexp.MustCompile("(?s)```([a-z]*)\n(.*?)\n```").FindAllStringSubmatch(sec, -1)

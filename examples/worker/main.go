@@ -7,7 +7,7 @@
 //	go run ./examples/worker -url http://127.0.0.1:8000 -project demo -agent summarizer
 //
 // The agent's credential token is read from TURNLEDGER_AGENT_TOKEN (get one
-// with the admin surface, see the README).
+// with the admin surface, see docs/client.md).
 package main
 
 import (
