@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// previousWSOriginAllowed is the Origin rule before the same-origin rule
-// compared schemes, kept to prove the new one only narrows it.
+// previousWSOriginAllowed is the Origin rule without the scheme comparison
+// in its same-origin check: wsOriginAllowed must accept nothing it refuses.
 func previousWSOriginAllowed(cors []string, tlsListener bool, host string, origins []string) bool {
 	if len(origins) == 0 {
 		return true
@@ -37,8 +37,8 @@ func previousWSOriginAllowed(cors []string, tlsListener bool, host string, origi
 }
 
 // TestOriginRuleOnlyNarrows: over every combination of allowed origins,
-// listener, Host and Origin below, no Origin refused by the previous rule
-// is accepted now.
+// listener, Host and Origin below, no Origin that previousWSOriginAllowed
+// refuses is accepted by wsOriginAllowed.
 func TestOriginRuleOnlyNarrows(t *testing.T) {
 	corsLists := [][]string{
 		nil, {"*"}, {"https://app.example.test"}, {"http://app.example.test"},

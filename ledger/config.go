@@ -70,9 +70,9 @@ type Config struct {
 	// get, a stream info, a consumer create). A stream without a leader does
 	// not answer at all, so a short bound lets the Store ask again soon: a
 	// request sent just before a new leader is elected waits out its bound,
-	// so the bound is also what an election costs beyond itself. Default
-	// 500ms (with 1s, commands resumed 0.2 to 1 s after a new stream leader
-	// was elected; with 500ms, 0.03 to 0.5 s).
+	// so the bound is also what an election costs beyond itself, and a
+	// shorter bound lets commands resume sooner after a new stream leader
+	// is elected. Default 500ms.
 	AttemptTimeout time.Duration
 	// RetryFor bounds how long the Store keeps asking while JetStream is
 	// unavailable (a leader election, a lost leader, a reconnect) before it

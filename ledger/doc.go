@@ -15,10 +15,10 @@
 // The aggregate id is deliberately not a subject token, a departure from the
 // "<prefix>.<project>.turn.<turn_id>" of DESIGN.md. JetStream checks the
 // per-project expectation and answers LastSeq by matching
-// "<prefix>.<project>.>" against every subject of the project: measured with
-// a subject per Turn, an append cost 47 µs after 1k Turns, 152 µs after 10k
-// and 767 µs after 50k, growing without bound. A project now has one subject
-// per aggregate kind (at most four), so appends cost the same at any size.
+// "<prefix>.<project>.>" against every subject of the project, so with a
+// subject per Turn an append's cost would grow with the project's Turns,
+// without bound. A project has one subject per aggregate kind (at most
+// four), so appends cost the same at any size (BenchmarkAppendManyTurns).
 // Nothing reads a single Turn by subject: Turn feeds come from the
 // projections. Reading an event whose type
 // or version the kernel does not know, or that sits on a subject other than
@@ -141,12 +141,13 @@
 // missed) or a message is skipped, the read makes a new consumer after the
 // last event it handed over, and gives up with kernel.Unavailable after
 // Config.RetryFor without progress. (The client's ordered consumer recreates
-// itself with a 10 s bound per attempt, which stalled projections for 11 s
-// when the request met a server going away.) A create that went unanswered
-// is asked again under a new name: the meta leader may have placed the
-// consumer on a server that crashed and is not yet known to be offline, and
-// it then ignores further requests for that name until the crashed server
-// answers, which stalled projections until Config.RetryFor ran out.
+// itself with a 10 s bound per attempt, and a projection would stall for
+// that long whenever the request meets a server going away.) A create that
+// goes unanswered is asked again under a new name: the meta leader may have
+// placed the consumer on a server that crashed and is not yet known to be
+// offline, and it then ignores further requests for that name until the
+// crashed server answers, which would stall projections until
+// Config.RetryFor ran out.
 //
 // Every read deletes its consumer when it ends: the server counts
 // ephemeral consumers against a limit (1000 per stream by default) until they
@@ -166,25 +167,9 @@
 //
 // # Speed
 //
-// Measured with `go test -run '^$' -bench . -benchtime 2s -count 2 ./ledger/`
-// on the project's 2-core development machine (AMD EPYC, Go 1.26, nats-server
-// v2.15.2 embedded, in-process connection, 20,000-event stream for the
-// reads), with other work on the machine (load average 1.3 to 1.7). Ranges
-// are the two runs; a busier machine (load 4 to 10) gave up to half as much.
-//
-//	Append, one project in sequence, memory        19–20 µs/op   49k–52k events/s
-//	Append, one project in sequence, file          21–22 µs/op   46k–47k events/s
-//	Append, 2 goroutines, own projects, file       18–19 µs/op   54k–56k events/s
-//	Append, stream-wide mode, sequential, file     19–20 µs/op   50k–52k events/s
-//	Append, stream-wide mode, 2 goroutines, file   22–24 µs/op   41k–46k events/s
-//	ReadProject, 18,000 events, file                             137k–141k events/s
-//	ReadProject, 2,000 of 20,000 events, file                    106k–119k events/s
-//	ReadAll, 20,000 events, file (batches of 1000)               136k–138k events/s
-//	ReadAll, 20,000 events, memory                               154k–162k events/s
-//	ReadProject with nothing new (one LastSeq)     42–51 µs/op
-//	ReadProject with one new event                 100–123 µs/op
-//
-// Decoding the kernel's JSON (kernel.UnmarshalEvent, 3–6 µs an event here) is
-// most of a read's client CPU; reads decode on up to GOMAXPROCS goroutines,
-// which raised ReadAll from about 90k to about 150k events/s on 2 cores.
+// BenchmarkAppend, BenchmarkRead, BenchmarkAppendManyTurns and
+// BenchmarkAppendSync measure the Store (go test -run '^$' -bench .
+// ./ledger/). Decoding the kernel's JSON (kernel.UnmarshalEvent) is most of
+// a read's client CPU, which is why reads decode on up to GOMAXPROCS
+// goroutines.
 package ledger

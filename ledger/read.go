@@ -184,10 +184,10 @@ func consumerName() string {
 // The consumer is ephemeral, in memory, with one replica and no acks (what
 // the client's ordered consumer makes), created with a short bound per
 // attempt; the client's own ordered consumer recreates a lost consumer with
-// a 10s bound, which stalled reads for that long when the request met a
-// server that was going away. The client's delivery goroutine only queues
-// messages; this one takes as many as are ready (up to BatchSize), decodes
-// them on up to GOMAXPROCS goroutines, and hands them to fn in order.
+// a 10s bound, which would stall a read for that long whenever the request
+// meets a server that is going away. The client's delivery goroutine only
+// queues messages; this one takes as many as are ready (up to BatchSize),
+// decodes them on up to GOMAXPROCS goroutines, and hands them to fn in order.
 // Decoding the kernel's JSON is most of a read's cost.
 func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uint64, inactive time.Duration, fn func([]kernel.Recorded) error) (uint64, error) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -214,9 +214,10 @@ func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uin
 			// consumer of another name: the meta leader may have placed the
 			// last one on a server that has crashed and not been marked
 			// offline yet, and then it waits for that server's answer and
-			// ignores every request for the same name (seen after a SIGKILL
-			// of the stream leader's server: creates timed out until the
-			// bound, 15 s, while the stream had a leader again after 6).
+			// ignores every request for the same name (as after a SIGKILL of
+			// the stream leader's server: creates of the same name time out
+			// until RetryFor runs out, long after the stream has a leader
+			// again).
 			// The old one, if it exists, is deleted, or its inactive
 			// threshold removes it.
 			s.deleteConsumer(ctx, ccfg.Name, false)

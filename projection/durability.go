@@ -16,10 +16,10 @@ import (
 // a rebuild, never an event. bbolt writes a commit's pages and then its meta
 // page, each with an fsync, so that a crash of the machine never leaves a
 // meta page pointing at pages that did not reach the disk. Those two fsyncs
-// were most of a fold's time under load (the projector, a single writer, was
-// busy 88 % of the time), and they protect only against a crash of the
-// machine: when just the process dies, every write it made is in the kernel's
-// page cache, in order, and the file is as consistent as bbolt made it.
+// are most of a fold's time under load (the projector is a single writer),
+// and they protect only against a crash of the machine: when just the
+// process dies, every write it made is in the kernel's page cache, in
+// order, and the file is as consistent as bbolt made it.
 //
 // So with Config.Boot set, a Store does not fsync its commits. Instead, on
 // open it writes the machine's boot id under meta "unsynced_boot" and syncs

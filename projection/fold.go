@@ -44,8 +44,7 @@ func newFolder(tx *bolt.Tx, recent *recentTurns) *folder {
 // keeps the bucket). The rest keep the default: buckets that lose keys
 // (turns_by_state), and those where many prefixes grow at once (a Turn's
 // records and feed, the target index), where a split at 0.95 in the middle
-// of the range leaves pages mostly empty (measured in TestAppendOnlyBuckets
-// AreFull's scenario: turn_feed 21 % full at 0.95, 66 % at 0.5).
+// of the range leaves pages emptier than the default does.
 var appendOnly = [][]byte{bktFeed, bktAgentFeed, bktByDispatch, bktTurns}
 
 const appendFill = 0.95

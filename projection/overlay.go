@@ -96,7 +96,7 @@ func (s *Store) WaitFolded(ctx context.Context, seq uint64) error {
 // gate wakes each waiter once, when a mark (the checkpoint, or the
 // ledger_seq folded) reaches the ledger_seq it waits for. A channel closed
 // on every advance would wake every waiter each time: with a fold per
-// arriving event and dozens of requests waiting, that was a wake-up per
+// arriving event and dozens of requests waiting, that would be a wake-up per
 // waiter per event. Its methods run under Store.mu.
 type gate struct{ ws waitHeap }
 

@@ -243,8 +243,8 @@ func rebuildFold(ctx context.Context, st *Store, src Reader, progress func(appli
 }
 
 // feedItems encodes the feed items of a batch on every core: the fold's
-// own goroutine is a rebuild's bottleneck, and the encoding is an eighth of
-// its work. An event whose item cannot be encoded gets nil: the fold encodes
+// own goroutine is a rebuild's bottleneck, and encoding is work that can
+// leave it. An event whose item cannot be encoded gets nil: the fold encodes
 // it again and reports the error.
 func feedItems(batch []kernel.Recorded) [][]byte {
 	items := make([][]byte, len(batch))

@@ -179,8 +179,8 @@ func TestOpenRefusesOtherSchema(t *testing.T) {
 	}
 }
 
-// TestOpenRefusesLayout1: a file of the layout before Turns were stored as
-// kernel state is refused with a message that says to run turnledger replay.
+// TestOpenRefusesLayout1: a file of layout 1, which does not store Turns as
+// kernel state, is refused with a message that says to run turnledger replay.
 func TestOpenRefusesLayout1(t *testing.T) {
 	s, path := openStore(t)
 	if err := s.db.Update(func(tx *bolt.Tx) error {

@@ -5,8 +5,8 @@ import "sync"
 // recentTurns keeps the decoded records of Turns written by recent batches,
 // as committed, so that the next event of a Turn (a Turn gets its events a
 // few batches apart: dispatched, claimed, recorded, finished) does not
-// decode its JSON row again. Decoding Turn rows was the largest part of a
-// fold in the lifecycle profile.
+// decode its JSON row again: decoding Turn rows would otherwise be the
+// largest part of a fold of a Turn's lifecycle.
 //
 // A folder takes a record out (it then owns it and changes it in place) and
 // gives every record of its batch back only once the batch's transaction

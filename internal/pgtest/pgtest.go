@@ -73,8 +73,8 @@ func New(t testing.TB) string {
 	create := "CREATE DATABASE " + name
 	var version int
 	if err := admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err == nil && version >= 150000 {
-		// FILE_COPY (PostgreSQL 15+) is about twice as fast as the default
-		// WAL_LOG for the small databases of tests.
+		// FILE_COPY (PostgreSQL 15+) creates the small databases of tests
+		// faster than the default WAL_LOG.
 		create += " STRATEGY FILE_COPY"
 	}
 	if _, err := admin.Exec(ctx, create); err != nil {
