@@ -91,7 +91,7 @@ func (a natsAuth) validate(url string) error {
 func validateBackend(natsURL string, replicas int, syncSet bool) error {
 	var errs []error
 	if natsURL == "" && replicas > 1 {
-		errs = append(errs, fmt.Errorf("--replicas %d needs --nats-url: the embedded NATS server is a single node, so its stream has 1 replica; run a 3-node NATS cluster for 3 (see the README's cluster section)", replicas))
+		errs = append(errs, fmt.Errorf("--replicas %d needs --nats-url: the embedded NATS server is a single node, so its stream has 1 replica; run a 3-node NATS cluster for 3 (see docs/cluster.md)", replicas))
 	}
 	if natsURL != "" && syncSet {
 		errs = append(errs, errors.New("--sync applies to the embedded NATS server only; with --nats-url, how often the NATS server fsyncs is its own setting (sync_interval in its jetstream block; sync_interval: always fsyncs every message)"))
