@@ -37,6 +37,11 @@ func fill(t *testing.T, v reflect.Value, path string, n *int) {
 		v.SetFloat(float64(*n) + 0.5)
 	case reflect.Bool:
 		v.SetBool(true)
+	case reflect.Slice:
+		if v.Type().Elem().Kind() != reflect.String {
+			t.Fatalf("fill: no value for %s of type %s", path, v.Type())
+		}
+		v.Set(reflect.ValueOf([]string{path + "[0]", path + "[1]"}))
 	case reflect.Pointer:
 		v.Set(reflect.New(v.Type().Elem()))
 		fill(t, v.Elem(), path, n)
@@ -74,6 +79,7 @@ func TestPackedTurnCarriesEveryField(t *testing.T) {
 	want.StopRequestedAt, want.FinishedAt, want.Claim = nil, nil, nil
 	want.CreatedAt, want.UpdatedAt = time.Time{}, time.Time{}
 	want.Dispatch.Schedule, want.Dispatch.RetryOf, want.NotBefore, want.AwaitingInput = kernel.Schedule{}, "", nil, nil
+	want.Dispatch.Tags = nil
 	if diff := cmp.Diff(&want, got); diff != "" {
 		t.Errorf("a finished Turn packed and unpacked differs (-want +got):\n%s", diff)
 	}

@@ -70,6 +70,7 @@ var (
 	tBool     = m{"type": "boolean"}
 	tInt      = m{"type": "integer"}
 	tSeq      = m{"type": "integer", "minimum": 0}
+	tTag      = m{"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"}
 	tPriority = m{"type": "integer", "minimum": kernel.MinPriority, "maximum": kernel.MaxPriority, "description": "1 runs first; 3 by default"}
 	tTime     = m{"type": "string", "format": "date-time"}
 	tAny      = m{}
@@ -249,6 +250,7 @@ func schemas() m {
 			"deadline":      m{"type": "string", "format": "date-time", "description": "finished as timed_out if not finished then; in the future"},
 			"max_attempts":  m{"type": "integer", "minimum": 1, "maximum": kernel.MaxAttemptsLimit, "description": "claims allowed; a claim that expires on the last one finishes the Turn as dead (default: no limit)"},
 			"retry_backoff": ref("Backoff"),
+			"tags":          m{"type": "array", "items": tTag, "maxItems": kernel.MaxTags, "description": "what the requester knows the Turn by; not inherited by children"},
 		}), "requested_by", "target_agent", "input", "turn_kind", "dispatch_key", "authority"),
 		"ClaimBody":  body(with(m{"agent": ref("AgentRef")}), "agent"),
 		"FencedBody": body(with(m{"claim": ref("ClaimToken")}), "claim"),
@@ -298,6 +300,7 @@ func parameters() m {
 		"stop_requested_only": q("stop_requested_only", "Only Turns with a stop requested.", flag),
 		"priority":            q("priority", "Only Turns of this priority (1 to 5).", tPriority),
 		"awaiting_input":      q("awaiting_input", "Only Turns suspended for input (true).", flag),
+		"tag":                 m{"name": "tag", "in": "query", "description": "Only Turns carrying this tag; repeat it for Turns carrying all of them.", "schema": m{"type": "array", "items": tTag}, "style": "form", "explode": true},
 		"enabled_only":        q("enabled_only", "Only enabled agents.", flag),
 		"accepts_work_only":   q("accepts_work_only", "Only agents accepting work and not drained.", flag),
 		"role":                q("role", "Only agents of this role.", tStr),
@@ -433,6 +436,7 @@ func turnView() m {
 		"priority": tPriority, "not_before": nullable(tTime), "claim_by": nullable(tTime), "deadline": nullable(tTime),
 		"max_attempts": nullable(tInt), "retry_backoff": nullable(ref("Backoff")), "retry_of": nullable(tStr),
 		"awaiting_input": nullable(closed(m{"prompt": tStr, "schema": nullable(tObj), "input_by": nullable(tTime)})),
+		"tags":           m{"type": "array", "items": tStr},
 		"created_at":     tTime, "updated_at": tTime, "finished_at": nullable(tTime), "ledger_seq": tSeq,
 	}
 }

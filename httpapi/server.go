@@ -366,11 +366,15 @@ func (s *Server) ok(w http.ResponseWriter, v any) error {
 // query reads the query string strictly: only the allowed parameters, each
 // at most once.
 type query struct {
-	vals map[string]string
+	vals  map[string]string
+	lists map[string][]string // the parameters that may repeat (repeatable)
 }
 
+// repeatable are the query parameters a request may give more than once.
+var repeatable = map[string]bool{"tag": true}
+
 func (s *Server) query(c *call, allowed ...string) (query, error) {
-	q := query{vals: map[string]string{}}
+	q := query{vals: map[string]string{}, lists: map[string][]string{}}
 	for k, vs := range c.r.URL.Query() {
 		known := false
 		for _, a := range allowed {
@@ -378,6 +382,10 @@ func (s *Server) query(c *call, allowed ...string) (query, error) {
 		}
 		if !known {
 			return q, kernel.Errorf(kernel.Validation, "unknown query parameter %q (allowed: %v)", k, allowed)
+		}
+		if repeatable[k] {
+			q.lists[k] = vs
+			continue
 		}
 		if len(vs) != 1 {
 			return q, kernel.Errorf(kernel.Validation, "query parameter %q is given %d times", k, len(vs))

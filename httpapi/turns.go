@@ -28,6 +28,7 @@ type dispatchBody struct {
 		ParentClaim *kernel.ClaimToken `json:"parent_claim"`
 	} `json:"authority"`
 	kernel.Schedule
+	Tags  []string      `json:"tags"`
 	Meta  *kernel.Meta  `json:"meta"`
 	Trace *kernel.Trace `json:"trace"`
 }
@@ -41,7 +42,7 @@ func (s *Server) dispatch(w http.ResponseWriter, c *call) error {
 		Common: c.common(b.Meta, b.Trace), RequestedBy: b.RequestedBy, TargetAgent: b.TargetAgent,
 		Input: b.Input, TurnKind: b.TurnKind, DispatchKey: b.DispatchKey,
 		Mode: b.Authority.Mode, RequestID: b.Authority.RequestID, ParentClaim: b.Authority.ParentClaim,
-		Schedule: b.Schedule,
+		Schedule: b.Schedule, Tags: b.Tags,
 	})
 	if err != nil {
 		return err
@@ -476,7 +477,7 @@ func (s *Server) reconcileExpired(w http.ResponseWriter, c *call) error {
 }
 
 func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
-	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "stop_requested_only", "after_ledger_seq", "limit")
+	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "tag", "stop_requested_only", "after_ledger_seq", "limit")
 	if err != nil {
 		return err
 	}
@@ -491,6 +492,15 @@ func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
 	if p := q.str("priority"); p != "" {
 		if f.Priority, err = strconv.Atoi(p); err != nil || f.Priority < kernel.MinPriority || f.Priority > kernel.MaxPriority {
 			return kernel.Errorf(kernel.Validation, "priority must be an integer from %d to %d; not %q", kernel.MinPriority, kernel.MaxPriority, p)
+		}
+	}
+	f.Tags = q.lists["tag"]
+	if len(f.Tags) > kernel.MaxTags {
+		return kernel.Errorf(kernel.Validation, "tag may be given at most %d times", kernel.MaxTags)
+	}
+	for _, tag := range f.Tags {
+		if !kernel.ValidTag(tag) {
+			return kernel.Errorf(kernel.Validation, "tag must be 1 to 64 letters, digits, '.', '_', ':' or '-'; not %q", tag)
 		}
 	}
 	if f.AwaitingInputOnly, err = q.flag("awaiting_input"); err != nil {

@@ -3,6 +3,8 @@ package kernel
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -316,6 +318,31 @@ type TurnDispatched struct {
 	Schedule
 	// RetryOf is the Turn this one retries (the :retry route).
 	RetryOf string `json:"retry_of,omitempty"`
+	// Tags are what the requester knows the Turn by (a customer, a run, a
+	// batch): at most MaxTags, each a tag name (ValidTag). Not inherited.
+	Tags []string `json:"tags,omitempty"`
+}
+
+// MaxTags bounds the tags of a Turn.
+const MaxTags = 16
+
+var tagPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+
+// ValidTag reports whether s may be a tag: 1 to 64 letters, digits, '.',
+// '_', ':' or '-'.
+func ValidTag(s string) bool { return tagPattern.MatchString(s) }
+
+// checkTags validates the tags of a dispatch.
+func checkTags(tags []string) error {
+	if len(tags) > MaxTags {
+		return invalid("tags must be at most %d, not %d", MaxTags, len(tags))
+	}
+	for i, t := range tags {
+		if !ValidTag(t) {
+			return invalid("tags[%d] must be 1 to 64 letters, digits, '.', '_', ':' or '-'; not %q", i, t)
+		}
+	}
+	return nil
 }
 
 // Schedule is when and how often a Turn may run: the optional scheduling
@@ -585,6 +612,7 @@ type Dispatch struct {
 	BodyHash    string // hash of the request, for idempotency
 	MaxDepth    int
 	Schedule    Schedule
+	Tags        []string
 }
 
 // Name is the command's stable name (see Command).
@@ -630,10 +658,13 @@ func (cmd Dispatch) decide(d decider) (*Event, error) {
 	if err := cmd.Schedule.utc().validate(d.now); err != nil {
 		return nil, err
 	}
+	if err := checkTags(cmd.Tags); err != nil {
+		return nil, err
+	}
 	data := &TurnDispatched{
 		TargetAgent: cmd.TargetAgent, RequestedBy: cmd.RequestedBy, Input: cmd.Input,
 		TurnKind: cmd.TurnKind, DispatchKey: cmd.DispatchKey, BodyHash: cmd.BodyHash,
-		RootTurnID: cmd.TurnID, Schedule: cmd.Schedule.utc(),
+		RootTurnID: cmd.TurnID, Schedule: cmd.Schedule.utc(), Tags: dedupe(cmd.Tags),
 	}
 	switch cmd.Mode {
 	case AuthorityRoot:
@@ -699,6 +730,9 @@ func DispatchHash(cmd Dispatch) string {
 	if cmd.Schedule != (Schedule{}) {
 		// Only when given, so that a dispatch without one hashes as before.
 		parts = append(parts, cmd.Schedule.utc())
+	}
+	if len(cmd.Tags) > 0 {
+		parts = append(parts, map[string]any{"tags": dedupe(cmd.Tags)})
 	}
 	b, _ := json.Marshal(parts)
 	return HashSecret(string(b))
@@ -1245,4 +1279,18 @@ func (d decider) managed(turnID string, by AgentRef) (*Turn, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// dedupe returns tags without repeats, in their first order (nil for none).
+func dedupe(tags []string) []string {
+	if len(tags) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(tags))
+	for _, t := range tags {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }

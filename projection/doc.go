@@ -78,6 +78,7 @@
 //	turns_by_agent     (project, agent, dispatch_seq)     → turn id (agent: one of kernel.TurnReaders)
 //	turns_by_state     (project, state, dispatch_seq)     → turn id
 //	turn_children      (project, parent, dispatch_seq)    → child turn id
+//	turns_by_tag       (project, tag, dispatch_seq)       → turn id (a Turn under each of its tags)
 //	context            (project, turn, turn_seq)          → ContextItem JSON
 //	agents             (project, agent)                   → kernel.Agent JSON
 //	agent_seen         (project, agent)                   → last seen, Unix ns

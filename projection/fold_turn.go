@@ -92,6 +92,11 @@ func (f *folder) dispatched(r kernel.Recorded, t *kernel.Turn) error {
 	if err := f.tx.Bucket(bktByTarget).Put(seqKey(r.Seq, p, t.Dispatch.TargetAgent.AgentID), []byte(id)); err != nil {
 		return err
 	}
+	for _, tag := range t.Dispatch.Tags {
+		if err := f.tx.Bucket(bktByTag).Put(seqKey(r.Seq, p, tag), []byte(id)); err != nil {
+			return err
+		}
+	}
 	for _, a := range rec.Readers {
 		if err := f.tx.Bucket(bktByAgent).Put(seqKey(r.Seq, p, a), []byte(id)); err != nil {
 			return err
@@ -196,6 +201,10 @@ func turnView(project string, t *kernel.Turn) TurnView {
 	v.MaxAttempts = s.MaxAttempts
 	if d.RetryOf != "" {
 		v.RetryOf = ptr(d.RetryOf)
+	}
+	v.Tags = d.Tags
+	if v.Tags == nil {
+		v.Tags = []string{}
 	}
 	if w := t.AwaitingInput; w != nil {
 		v.AwaitingInput = &AwaitingInputView{Prompt: w.Prompt, Schema: w.Schema, InputBy: w.InputBy}

@@ -11,6 +11,7 @@ var (
 	bktByState    = []byte("turns_by_state")
 	bktByAgent    = []byte("turns_by_agent")
 	bktChildren   = []byte("turn_children")
+	bktByTag      = []byte("turns_by_tag")
 	bktContext    = []byte("context")
 	bktFeed       = []byte("feed")
 	bktTurnFeed   = []byte("turn_feed")
@@ -24,7 +25,7 @@ var (
 	bktSnapshots  = []byte("snapshots") // the engine's, not a projection (snapshots.go)
 
 	allBuckets = [][]byte{
-		bktMeta, bktTurns, bktByDispatch, bktByTarget, bktByState, bktByAgent, bktChildren,
+		bktMeta, bktTurns, bktByDispatch, bktByTarget, bktByState, bktByAgent, bktChildren, bktByTag,
 		bktContext, bktFeed, bktTurnFeed, bktAgentFeed, bktAgents, bktSeen,
 		bktClaims, bktQueued, bktOffers, bktCreds, bktSnapshots,
 	}

@@ -121,6 +121,9 @@ func (s *Store) TurnsPage(project string, f TurnFilter, limit int) (TurnsPage, e
 		var c *bolt.Cursor
 		var prefix []byte
 		switch {
+		case len(f.Tags) > 0:
+			// The first tag's index: the walk never meets a Turn without it.
+			c, prefix = tx.Bucket(bktByTag).Cursor(), key(project, f.Tags[0])
 		case f.TargetAgentID != "":
 			c, prefix = tx.Bucket(bktByTarget).Cursor(), key(project, f.TargetAgentID)
 		case f.VisibleTo != "":
@@ -176,6 +179,7 @@ func (f TurnFilter) match(rec turnRecord) bool {
 		f.StopRequestedOnly && !v.StopRequested,
 		f.Priority != 0 && v.Priority != f.Priority,
 		f.AwaitingInputOnly && v.AwaitingInput == nil,
+		!hasTags(v.Tags, f.Tags),
 		!visible(rec, f.VisibleTo):
 		return false
 	}
@@ -584,4 +588,14 @@ func (s *Store) Credentials(project, agentID string, now time.Time) ([]Credentia
 		out = append(out, credentialView(project, &recs[i], now))
 	}
 	return out, nil
+}
+
+// hasTags reports whether have holds every tag of want.
+func hasTags(have, want []string) bool {
+	for _, t := range want {
+		if !slices.Contains(have, t) {
+			return false
+		}
+	}
+	return true
 }

@@ -70,13 +70,15 @@ type TurnView struct {
 	RetryOf      *string         `json:"retry_of"`
 	// AwaitingInput is the question of a Turn suspended for input; null
 	// otherwise. The input token is never shown.
-	AwaitingInput   *AwaitingInputView `json:"awaiting_input"`
-	FinalPayload    json.RawMessage    `json:"final_payload"`
-	FinalRecordRole *string            `json:"final_record_role"`
-	CreatedAt       time.Time          `json:"created_at"`
-	UpdatedAt       time.Time          `json:"updated_at"`
-	FinishedAt      *time.Time         `json:"finished_at"`
-	LedgerSeq       uint64             `json:"ledger_seq"`
+	AwaitingInput *AwaitingInputView `json:"awaiting_input"`
+	// Tags are the Turn\'s tags, [] when it has none.
+	Tags            []string        `json:"tags"`
+	FinalPayload    json.RawMessage `json:"final_payload"`
+	FinalRecordRole *string         `json:"final_record_role"`
+	CreatedAt       time.Time       `json:"created_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+	LedgerSeq       uint64          `json:"ledger_seq"`
 }
 
 // AwaitingInputView is what a Turn suspended for input asks.
@@ -133,6 +135,7 @@ type TurnFilter struct {
 	StopRequestedOnly bool
 	Priority          int // 0: any
 	AwaitingInputOnly bool
+	Tags              []string // every one of them
 	// VisibleTo, when set, keeps only the Turns whose target agent or
 	// requester is this agent (the read policy of an agent).
 	VisibleTo string
