@@ -29,6 +29,9 @@ type Ledger interface {
 	LastSeq(ctx context.Context, project string) (uint64, error)
 	// Event returns the event at ledger_seq seq.
 	Event(ctx context.Context, seq uint64) (kernel.Recorded, error)
+	// AppendBatch appends the events, all or none, as Append appends one,
+	// and returns their ledger_seqs.
+	AppendBatch(ctx context.Context, project string, expectLast uint64, events []kernel.Event) ([]uint64, error)
 }
 
 // Config holds the engine's settings.
@@ -335,7 +338,7 @@ func (e *Engine) decideAppend(ctx context.Context, p *kernel.Project, cmd kernel
 			return p.Seq, nil, nil, nil
 		}
 		ev := events[0]
-		seq, err := e.ledger.Append(ctx, p.ID, p.Seq, ev)
+		seqs, err := e.append(ctx, p, events)
 		if errors.Is(err, kernel.ErrStale) && attempt < e.cfg.MaxAttempts {
 			before := p.Seq
 			if err := e.catchUp(ctx, p); err != nil {
@@ -362,9 +365,24 @@ func (e *Engine) decideAppend(ctx context.Context, p *kernel.Project, cmd kernel
 		if err != nil {
 			return 0, nil, nil, fmt.Errorf("kernel: append %s: %w", ev.Type, err)
 		}
-		kernel.Evolve(p, kernel.Recorded{Seq: seq, Event: ev})
-		return seq, &ev, nil, nil
+		for i := range events {
+			kernel.Evolve(p, kernel.Recorded{Seq: seqs[i], Event: events[i]})
+		}
+		return seqs[len(seqs)-1], &ev, nil, nil
 	}
+}
+
+// append appends the events of one decision: one event as it is, several
+// as one atomic batch (all or none).
+func (e *Engine) append(ctx context.Context, p *kernel.Project, events []kernel.Event) ([]uint64, error) {
+	if len(events) > 1 {
+		return e.ledger.AppendBatch(ctx, p.ID, p.Seq, events)
+	}
+	seq, err := e.ledger.Append(ctx, p.ID, p.Seq, events[0])
+	if err != nil {
+		return nil, err
+	}
+	return []uint64{seq}, nil
 }
 
 // Execute runs one command on a project and returns the ledger_seq to wait

@@ -153,6 +153,19 @@ func (e *Engine) NextDue(ctx context.Context, project, agentID string) (time.Tim
 	return due, ok, err
 }
 
+// Stop runs a stop (kernel.Stop); a cascading one draws the request id that
+// every event of it carries.
+func (e *Engine) Stop(ctx context.Context, project string, cmd kernel.Stop) (uint64, error) {
+	if cmd.Cascade && cmd.RequestID == "" {
+		id, err := e.newID("stop_")
+		if err != nil {
+			return 0, err
+		}
+		cmd.RequestID = id
+	}
+	return e.Execute(ctx, project, cmd)
+}
+
 // FencedResult is what a command under a claim reports back.
 type FencedResult struct {
 	Seq           uint64

@@ -157,6 +157,7 @@ type snapTurn struct {
 	Seq             uint64                `json:"q"`
 	NotBefore       *time.Time            `json:"nb,omitempty"`
 	AwaitingInput   *kernel.AwaitingInput `json:"ai,omitempty"`
+	TreeStopped     bool                  `json:"tst,omitempty"`
 }
 
 func timeOrNil(t time.Time) *time.Time {
@@ -194,7 +195,7 @@ func encodeSnapshot(p *kernel.Project) ([]byte, error) {
 			StopRequested: t.StopRequested, StopRequestedAt: t.StopRequestedAt, Claim: t.Claim, Attempts: t.Attempts,
 			TurnSeq: t.TurnSeq, FinalPayload: t.FinalPayload, FinalRecordRole: t.FinalRecordRole,
 			CreatedAt: timeOrNil(t.CreatedAt), UpdatedAt: timeOrNil(t.UpdatedAt), FinishedAt: t.FinishedAt, Seq: t.Seq,
-			NotBefore: t.NotBefore, AwaitingInput: t.AwaitingInput})
+			NotBefore: t.NotBefore, AwaitingInput: t.AwaitingInput, TreeStopped: t.TreeStopped})
 	}
 	head, err := json.Marshal(s)
 	if err != nil {
@@ -237,7 +238,7 @@ func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
 		t := &kernel.Turn{ID: st.ID, Order: st.Order, Dispatch: st.Dispatch, State: st.State, Outcome: st.Outcome,
 			StopRequested: st.StopRequested, StopRequestedAt: st.StopRequestedAt, Claim: st.Claim, Attempts: st.Attempts,
 			TurnSeq: st.TurnSeq, FinalPayload: st.FinalPayload, FinalRecordRole: st.FinalRecordRole,
-			FinishedAt: st.FinishedAt, Seq: st.Seq, NotBefore: st.NotBefore, AwaitingInput: st.AwaitingInput}
+			FinishedAt: st.FinishedAt, Seq: st.Seq, NotBefore: st.NotBefore, AwaitingInput: st.AwaitingInput, TreeStopped: st.TreeStopped}
 		if st.CreatedAt != nil {
 			t.CreatedAt = *st.CreatedAt
 		}
@@ -253,7 +254,6 @@ func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
 		}
 		p.Turns[t.ID] = t
 	}
-	p.Reindex()
 	r := slimReader{b: slims}
 	for range s.Slim {
 		rest := r.b
@@ -266,5 +266,6 @@ func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
 	if len(r.b) != 0 {
 		return nil, errSnapshotBinary
 	}
+	p.Reindex() // after the finished Turns: they are in the tree of children
 	return p, nil
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -231,7 +232,9 @@ func schemas() m {
 		"AdmissionBody":   body(with(m{"agent": ref("AgentRef"), "requested_by": ref("AgentRef")}), "agent", "requested_by"),
 		"HeartbeatBody":   body(with(m{"agent": ref("AgentRef")})),
 		"RequestedByBody": body(with(m{"requested_by": ref("AgentRef")}), "requested_by"),
-		"PublicMetadata":  tObj,
+		"StopBody": body(with(m{"requested_by": ref("AgentRef"), "cascade": m{"type": "boolean", "description": fmt.Sprintf(
+			"stop every descendant not finished too, each by its own event with one request_id, all or none; at most %d Turns", kernel.MaxCascade)}}), "requested_by"),
+		"PublicMetadata": tObj,
 		"WorkMemoryReport": body(m{
 			"kind": m{"const": "agent_work_memory_report_manifest.v1"}, "request_id": tStr, "summary": tStr,
 			"records":       m{"type": "array", "items": body(m{"role": tStr, "payload": tObj, "source_refs": m{"type": "array"}}, "role", "payload")},

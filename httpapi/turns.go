@@ -188,10 +188,29 @@ type requestedBody struct {
 	Trace       *kernel.Trace   `json:"trace"`
 }
 
+type stopBody struct {
+	RequestedBy kernel.AgentRef `json:"requested_by"`
+	Cascade     bool            `json:"cascade"`
+	Meta        *kernel.Meta    `json:"meta"`
+	Trace       *kernel.Trace   `json:"trace"`
+}
+
+// stopTurn requests a stop of the Turn, or with cascade of its whole tree
+// (kernel.Stop), and answers with the Turn.
 func (s *Server) stopTurn(w http.ResponseWriter, c *call) error {
-	return s.manageTurn(w, c, func(common kernel.Common, id string, by kernel.AgentRef) kernel.Command {
-		return kernel.Stop{Common: common, TurnID: id, RequestedBy: by}
-	})
+	id, err := c.id("turn_id")
+	if err != nil {
+		return err
+	}
+	var b stopBody
+	if err := s.decode(c, &b, false); err != nil {
+		return err
+	}
+	seq, err := s.engine.Stop(c.ctx, c.project, kernel.Stop{Common: c.common(b.Meta, b.Trace), TurnID: id, RequestedBy: b.RequestedBy, Cascade: b.Cascade})
+	if err != nil {
+		return err
+	}
+	return s.turnAfter(w, c, seq, id)
 }
 
 func (s *Server) resumeTurn(w http.ResponseWriter, c *call) error {

@@ -53,12 +53,31 @@ func Decide(p *Project, cmd Command, now time.Time) ([]Event, error) {
 		return nil, err
 	}
 	d := decider{p: p, now: now.UTC(), c: c}
-	ev, err := cmd.decide(d)
-	if err != nil || ev == nil {
-		return nil, err
+	var events []Event
+	if m, ok := cmd.(multiDecider); ok {
+		evs, err := m.decideAll(d)
+		if err != nil {
+			return nil, err
+		}
+		events = evs
+	} else {
+		ev, err := cmd.decide(d)
+		if err != nil || ev == nil {
+			return nil, err
+		}
+		events = []Event{*ev}
 	}
-	ev.Idem = ScopedKey(cmd)
-	return []Event{*ev}, nil
+	key := ScopedKey(cmd)
+	for i := range events {
+		events[i].Idem = key
+	}
+	return events, nil
+}
+
+// multiDecider is a command that may decide several events, appended all or
+// none (a cascading stop).
+type multiDecider interface {
+	decideAll(d decider) ([]Event, error)
 }
 
 type decider struct {

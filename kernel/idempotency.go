@@ -39,7 +39,7 @@ type Answer struct {
 	Claim         *Claim    // the Turn's claim right after a claim or renew event
 	ResultID      string    // credential, invite or report id the command created; a suspend's claim id
 	ExpiresAt     time.Time // of the credential or invite it created
-	Released      []string  // Turns released by claims:reconcile-expired
+	Released      []string  // every Turn a command of several events changed (claims:reconcile-expired, a cascading or bulk stop), first event's first
 }
 
 // idemMemory is the write model's memory of recent idempotency keys, oldest
@@ -111,8 +111,13 @@ func (p *Project) remember(r Recorded) {
 	}
 	e := r.Event
 	ref, req := digestOf(k.Ref), digestOf(k.Request)
-	if prev := m.byRef[ref]; prev != nil && prev.Request == req && e.Type == EvTurnClaimExpired && prev.Type == e.Type {
-		// claims:reconcile-expired appends one event per released Turn.
+	if prev := m.byRef[ref]; prev != nil && prev.Request == req {
+		// Events with one key are one command's: claims:reconcile-expired
+		// releases one Turn per event, a cascading or bulk stop stops one
+		// per event. The answer is the first event's, with every id.
+		if prev.Released == nil {
+			prev.Released = []string{prev.ID}
+		}
 		prev.Seq, prev.Released = r.Seq, append(prev.Released, e.ID)
 		return
 	}

@@ -1,5 +1,10 @@
 package kernel
 
+import (
+	"cmp"
+	"slices"
+)
+
 // Project is the write model of one project: everything Decide needs, folded
 // by Evolve from the project's events. The zero value is an empty project
 // (use NewProject for one with its maps made).
@@ -16,6 +21,7 @@ type Project struct {
 	InviteCodes  map[string]string      // code hash → invite id
 	queues       map[string]*agentQueue // the queued Turns of each agent (queue.go)
 	queued       map[string]*queueEntry // turn id → its place in its agent's queue
+	children     map[string][]string    // turn id → its children's ids, in order of dispatch
 	timers       timers                 // the Turns with a next due time (queue.go)
 	idem         idemMemory             // recent idempotency keys (idempotency.go)
 	authChanges  uint64                 // events folded that changed Agents or Credentials (the engine's auth view, authview.go)
@@ -34,6 +40,7 @@ func NewProject(id string) *Project {
 		InviteCodes:  map[string]string{},
 		queues:       map[string]*agentQueue{},
 		queued:       map[string]*queueEntry{},
+		children:     map[string][]string{},
 	}
 }
 
@@ -104,11 +111,22 @@ func (p *Project) AuthChanges() uint64 { return p.authChanges }
 // write model put together from a snapshot rather than folded.
 func (p *Project) Reindex() {
 	p.init()
-	p.queues, p.queued, p.timers = map[string]*agentQueue{}, map[string]*queueEntry{}, timers{}
+	p.queues, p.queued, p.timers, p.children = map[string]*agentQueue{}, map[string]*queueEntry{}, timers{}, map[string][]string{}
+	var all []*Turn
 	for _, t := range p.Turns {
 		if t.State == StateQueued {
 			p.enqueue(t)
 		}
 		p.timers.track(t)
+		all = append(all, t)
+	}
+	if p.Finished != nil {
+		p.Finished.Each(func(t *Turn) { all = append(all, t) })
+	}
+	slices.SortFunc(all, func(a, b *Turn) int { return cmp.Compare(a.Order, b.Order) })
+	for _, t := range all {
+		if parent := t.Dispatch.Authority.ParentTurnID; parent != "" {
+			p.children[parent] = append(p.children[parent], t.ID)
+		}
 	}
 }

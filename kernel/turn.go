@@ -34,6 +34,9 @@ type Turn struct {
 	NotBefore *time.Time `json:",omitempty"`
 	// AwaitingInput is the question of a Turn suspended for input.
 	AwaitingInput *AwaitingInput `json:",omitempty"`
+	// TreeStopped: a cascading stop reached this Turn; no child may be
+	// dispatched under it.
+	TreeStopped bool `json:",omitempty"`
 }
 
 // Claim is a live lease on a Turn.
@@ -125,8 +128,10 @@ func EvolveTurn(t *Turn, r Recorded) *Turn {
 		finish(d.Outcome)
 	case *TurnStopRequested:
 		t.StopRequested, t.StopRequestedAt = true, ptr(e.At)
+		t.TreeStopped = t.TreeStopped || d.Cascade
 	case *TurnStopped:
 		t.StopRequested, t.StopRequestedAt = true, ptr(e.At)
+		t.TreeStopped = t.TreeStopped || d.Cascade
 		finish(OutcomeStopped)
 	case *TurnClaimExpired:
 		switch {
@@ -172,6 +177,9 @@ func (p *Project) evolveTurn(r Recorded) {
 	if old == nil {
 		if t.Dispatch.DispatchKey != "" {
 			p.DispatchKeys[DispatchKeyOf(t.Dispatch.RequestedBy.AgentID, t.Dispatch.DispatchKey)] = t.ID
+		}
+		if parent := t.Dispatch.Authority.ParentTurnID; parent != "" {
+			p.children[parent] = append(p.children[parent], t.ID)
 		}
 	}
 	switch {
@@ -551,11 +559,18 @@ type TurnFinished struct {
 // flag and is expected to finish.
 type TurnStopRequested struct {
 	RequestedBy AgentRef `json:"requested_by"`
+	// Cascade: the stop of a whole tree (every Turn of it stopped by its
+	// own event with the same RequestID); no child may be dispatched under
+	// this Turn any more.
+	Cascade   bool   `json:"cascade,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // TurnStopped: a stop of an unclaimed Turn (queued or suspended) ended it.
 type TurnStopped struct {
 	RequestedBy AgentRef `json:"requested_by"`
+	Cascade     bool     `json:"cascade,omitempty"`
+	RequestID   string   `json:"request_id,omitempty"`
 }
 
 // TurnClaimExpired: an expired claim was released. The Turn goes back to the
@@ -682,6 +697,9 @@ func (cmd Dispatch) decide(d decider) (*Event, error) {
 		}
 		if cmd.ParentClaim.AgentID != cmd.RequestedBy.AgentID {
 			return nil, Errorf(Forbidden, "a child Turn is requested by the holder of its parent claim (%s)", cmd.ParentClaim.AgentID)
+		}
+		if parent.TreeStopped {
+			return nil, Errorf(Conflict, "turn %s was stopped with its whole tree: no child may be dispatched under it", parent.ID)
 		}
 		data.Depth = parent.Dispatch.Depth + 1
 		if data.Depth > cmd.MaxDepth {
@@ -1018,7 +1036,14 @@ type Stop struct {
 	Common
 	TurnID      string
 	RequestedBy AgentRef
+	// Cascade stops the Turn and every descendant not finished, each by its
+	// own event carrying RequestID (drawn by the engine), all or none.
+	Cascade   bool
+	RequestID string
 }
+
+// MaxCascade bounds the Turns one cascading stop changes.
+const MaxCascade = 1000
 
 // Name is the command's stable name (see Command).
 func (Stop) Name() string { return "stop" }
@@ -1028,17 +1053,69 @@ func (cmd Stop) decide(d decider) (*Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case t.State == StateFinished:
+	if t.State == StateFinished {
 		return nil, Errorf(Conflict, "turn %s is already finished", t.ID)
-	case t.State == StateClaimed && d.now.Before(t.Claim.ExpiresAt):
-		if t.StopRequested {
-			return nil, nil
-		}
-		return d.event(EvTurnStopRequested, AggTurn, t.ID, &TurnStopRequested{RequestedBy: cmd.RequestedBy}), nil
-	default: // queued, suspended, or held by an expired claim: nobody works on it
-		return d.event(EvTurnStopped, AggTurn, t.ID, &TurnStopped{RequestedBy: cmd.RequestedBy}), nil
 	}
+	if t.State == StateClaimed && d.now.Before(t.Claim.ExpiresAt) && t.StopRequested {
+		return nil, nil
+	}
+	return d.stopOne(t, cmd.RequestedBy, false, ""), nil
+}
+
+// stopOne is the event that stops t: a stop request while a live claim
+// holds it (its holder sees it), else the stop itself.
+func (d decider) stopOne(t *Turn, by AgentRef, cascade bool, requestID string) *Event {
+	if t.State == StateClaimed && d.now.Before(t.Claim.ExpiresAt) {
+		return d.event(EvTurnStopRequested, AggTurn, t.ID, &TurnStopRequested{RequestedBy: by, Cascade: cascade, RequestID: requestID})
+	}
+	// queued, suspended, or held by an expired claim: nobody works on it
+	return d.event(EvTurnStopped, AggTurn, t.ID, &TurnStopped{RequestedBy: by, Cascade: cascade, RequestID: requestID})
+}
+
+// decideAll decides a cascading stop: one event for the Turn and one for
+// each descendant not finished, in breadth-first order, all or none. A tree
+// with more than MaxCascade of them is refused with its size.
+func (cmd Stop) decideAll(d decider) ([]Event, error) {
+	if !cmd.Cascade {
+		ev, err := cmd.decide(d)
+		if err != nil || ev == nil {
+			return nil, err
+		}
+		return []Event{*ev}, nil
+	}
+	root, err := d.managed(cmd.TurnID, cmd.RequestedBy)
+	if err != nil {
+		return nil, err
+	}
+	if root.State == StateFinished {
+		return nil, Errorf(Conflict, "turn %s is already finished", root.ID)
+	}
+	if !keyPattern.MatchString(cmd.RequestID) {
+		return nil, Errorf(Internal, "a cascading stop without its request id")
+	}
+	var live []*Turn
+	queue := []string{root.ID}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		t := d.p.Turn(id)
+		if t == nil {
+			continue
+		}
+		if t.State != StateFinished {
+			live = append(live, t)
+			if len(live) > MaxCascade {
+				n := len(live) + len(queue)
+				return nil, Errorf(Conflict, "the tree of turn %s has more than %d Turns not finished (%d found so far): stop its subtrees one by one", root.ID, MaxCascade, n)
+			}
+		}
+		queue = append(queue, d.p.children[id]...)
+	}
+	events := make([]Event, 0, len(live))
+	for _, t := range live {
+		events = append(events, *d.stopOne(t, cmd.RequestedBy, true, cmd.RequestID))
+	}
+	return events, nil
 }
 
 // Resume returns a suspended Turn to its agent's queue.

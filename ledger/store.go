@@ -2,11 +2,13 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,6 +43,7 @@ const (
 const (
 	minServer     = "2.9.0"  // the jetstream client package's floor
 	projectServer = "2.11.0" // Nats-Expected-Last-Subject-Sequence-Subject
+	batchServer   = "2.12.0" // atomic batch publish (AppendBatch)
 )
 
 // Store is the event store on one JetStream stream. It is safe for concurrent
@@ -88,7 +91,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
-	st, err := openStream(ctx, js, cfg)
+	st, err := openStream(ctx, js, cfg, versionAtLeast(version, batchServer))
 	if err != nil {
 		return nil, err
 	}
@@ -247,6 +250,116 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 		return 0, err
 	}
 	return seq, nil
+}
+
+// MaxBatch is the most events AppendBatch takes at once (nats-server's
+// default bound of an atomic batch).
+const MaxBatch = 1000
+
+// ErrNoBatch is returned by AppendBatch when the stream cannot take atomic
+// batches: a nats-server older than 2.12, or per-project expectations off.
+var ErrNoBatch = errors.New("ledger: atomic batches need nats-server 2.12 or later with per-project expectations")
+
+// AppendBatch writes events, all or none, as the next events of project, on
+// the condition that the last ledger_seq of the project is expectLast. It
+// returns their ledger_seqs, which follow one another. A failed condition
+// is an error for which errors.Is(err, ErrConflict) holds. The batch is one
+// JetStream atomic batch: its messages are staged and committed together,
+// so a crash stores all of them or none.
+func (s *Store) AppendBatch(ctx context.Context, project string, expectLast uint64, events []kernel.Event) ([]uint64, error) {
+	switch {
+	case len(events) == 1:
+		seq, err := s.Append(ctx, project, expectLast, events[0])
+		if err != nil {
+			return nil, err
+		}
+		return []uint64{seq}, nil
+	case len(events) == 0:
+		return nil, nil
+	case len(events) > MaxBatch:
+		return nil, kernel.Errorf(kernel.Validation, "%d events in one change; the ledger takes at most %d at once", len(events), MaxBatch)
+	case s.mode != ExpectProject || !versionAtLeast(s.version, batchServer):
+		return nil, kernel.Errorf(kernel.Unavailable, "%v (the server is %s)", ErrNoBatch, s.version)
+	}
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	msgs := make([]*nats.Msg, len(events))
+	id := "b" + nonce()
+	for i, e := range events {
+		if e.ProjectID != project {
+			return nil, fmt.Errorf("ledger: event of project %q appended to project %q", e.ProjectID, project)
+		}
+		if !kernel.ValidID(e.Aggregate) || !kernel.ValidID(e.ID) {
+			return nil, fmt.Errorf("%w: aggregate %q id %q", ErrInvalidID, e.Aggregate, e.ID)
+		}
+		data, err := kernel.MarshalEvent(e)
+		if err != nil {
+			return nil, err
+		}
+		if limit := s.nc.MaxPayload() - headerAllowance; int64(len(data)) > limit {
+			return nil, kernel.Errorf(kernel.Validation, "an event is %d bytes encoded; the ledger takes at most %d: send smaller payloads", len(data), limit)
+		}
+		h := nats.Header{
+			HeaderType:            []string{e.Type},
+			HeaderVersion:         []string{strconv.Itoa(e.V)},
+			HeaderID:              []string{e.ID},
+			HeaderNonce:           []string{nonce()},
+			"Nats-Batch-Id":       []string{id},
+			"Nats-Batch-Sequence": []string{strconv.Itoa(i + 1)},
+		}
+		if i == 0 {
+			h.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(expectLast, 10))
+			h.Set("Nats-Expected-Last-Subject-Sequence-Subject", s.projectFilter(project))
+		}
+		if i == len(events)-1 {
+			h.Set("Nats-Batch-Commit", "1")
+		}
+		msgs[i] = &nats.Msg{Subject: s.subject(e), Data: data, Header: h}
+	}
+	for _, m := range msgs[:len(msgs)-1] {
+		if err := s.nc.PublishMsg(m); err != nil {
+			return nil, unavailableAppend(project, err)
+		}
+	}
+	timeout := s.cfg.AttemptTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	reply, err := s.nc.RequestMsg(msgs[len(msgs)-1], timeout)
+	if err != nil {
+		// The batch may or may not be stored: the engine catches up and
+		// finds out; a client retries with its Idempotency-Key.
+		return nil, unavailableAppend(project, err)
+	}
+	var ack struct {
+		Error *struct {
+			Code        int                 `json:"code"`
+			ErrCode     jetstream.ErrorCode `json:"err_code"`
+			Description string              `json:"description"`
+		} `json:"error"`
+		Seq   uint64 `json:"seq"`
+		Batch string `json:"batch"`
+		Count uint64 `json:"count"`
+	}
+	if err := json.Unmarshal(reply.Data, &ack); err != nil {
+		return nil, unavailableAppend(project, fmt.Errorf("ledger: the answer to an atomic batch: %w", err))
+	}
+	if e := ack.Error; e != nil {
+		if e.ErrCode == jetstream.JSErrCodeStreamWrongLastSequence || e.ErrCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant {
+			return nil, conflict(project, expectLast)
+		}
+		return nil, unavailableAppend(project, fmt.Errorf("ledger: atomic batch of %d: %s (error %d)", len(events), e.Description, e.ErrCode))
+	}
+	if ack.Batch != id || ack.Count != uint64(len(events)) || ack.Seq < uint64(len(events)) {
+		return nil, unavailableAppend(project, fmt.Errorf("ledger: atomic batch %s answered for batch %q of %d at %d", id, ack.Batch, ack.Count, ack.Seq))
+	}
+	seqs := make([]uint64, len(events))
+	for i := range seqs {
+		seqs[i] = ack.Seq - uint64(len(events)-1-i)
+	}
+	s.refused.Delete(project)
+	return seqs, nil
 }
 
 // appendStreamWide is Append for servers without per-project expectations:

@@ -9,8 +9,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// streamConfig is the stream Open creates when there is none.
-func streamConfig(cfg Config) jetstream.StreamConfig {
+// streamConfig is the stream Open creates when there is none; atomic
+// allows atomic batch publish (AppendBatch), on servers that have it.
+func streamConfig(cfg Config, atomic bool) jetstream.StreamConfig {
 	storage := jetstream.FileStorage
 	if cfg.Storage == MemoryStorage {
 		storage = jetstream.MemoryStorage
@@ -27,15 +28,21 @@ func streamConfig(cfg Config) jetstream.StreamConfig {
 		DenyDelete:  true, // the ledger is append-only
 		DenyPurge:   true,
 		AllowDirect: false, // direct get cannot take a wildcard last-by-subject; LastSeq needs it
+		// AppendBatch: the events of one command that changes several
+		// Turns are stored all or none.
+		AllowAtomicPublish: atomic,
 	}
 }
 
 // openStream returns the stream named in cfg, creating it when there is
-// none. It never updates an existing stream: an operator (or another
-// instance) chose its replicas and storage, and changing them on start would
-// move the data of a running ledger under its other users. A stream the
-// ledger cannot work on is an error that says what to change.
-func openStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
+// none. It changes an existing stream in one way only: on a server that has
+// atomic batch publish, it allows it (AppendBatch needs it; the flag changes
+// nothing for the stored events or the other settings). Otherwise an
+// operator (or another instance) chose its replicas and storage, and changing
+// them on start would move the data of a running ledger under its other
+// users. A stream the ledger cannot work on is an error that says what to
+// change.
+func openStream(ctx context.Context, js jetstream.JetStream, cfg Config, atomic bool) (jetstream.Stream, error) {
 	var st jetstream.Stream
 	get := func() error {
 		return retry(ctx, cfg, "stream info", func(ctx context.Context, _ bool) error {
@@ -46,7 +53,7 @@ func openStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstr
 	}
 	err := get()
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		st, err = js.CreateStream(ctx, streamConfig(cfg))
+		st, err = js.CreateStream(ctx, streamConfig(cfg, atomic))
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			err = get() // another instance created it first, differently
 		} else if err != nil {
@@ -58,6 +65,12 @@ func openStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstr
 	}
 	if err := usable(st.CachedInfo().Config, cfg); err != nil {
 		return nil, err
+	}
+	if c := st.CachedInfo().Config; atomic && !c.AllowAtomicPublish {
+		c.AllowAtomicPublish = true
+		if st, err = js.UpdateStream(ctx, c); err != nil {
+			return nil, fmt.Errorf("ledger: allow atomic batches on stream %s: %w", cfg.Stream, err)
+		}
 	}
 	return st, nil
 }
