@@ -10,7 +10,9 @@
 // fails, so a replay always rebuilds the same state. Neither reads the clock,
 // draws ids or does I/O: time, ids and secret hashes arrive in the command.
 // Every command decides at most one event, so an append is one JetStream
-// publish. The admin's bootstrap (Bootstrap: register if needed, then issue a
+// publish; a cascading stop, which stops every Turn of a tree by an event of
+// its own, decides them together and they are appended as one atomic batch,
+// all or none. The admin's bootstrap (Bootstrap: register if needed, then issue a
 // credential) and a join (RedeemInvite: register the invited agent if new,
 // then issue its credential) are single commands too: their event carries the
 // registration, so neither can be split by a crash.
@@ -57,8 +59,12 @@
 //	—          deadline       turn.timed_out        finished     not finished by deadline (queued, claimed, suspended): outcome timed_out; a claim dies
 //	finished   retry          turn.dispatched       —            a new Turn, retry_of this one; outcome failed|dead|expired|timed_out|stopped, once
 //	queued     stop           turn.stopped          finished     outcome stopped
+//	any        stop+cascade   one event per Turn    —            the Turn and every descendant not finished, one request_id, all or none; no child under them after
 //	suspended  stop           turn.stopped          finished     outcome stopped
-//	suspended  resume         turn.resumed          queued       back to its old place in the queue
+//	suspended  resume         turn.resumed          queued       back to its old place in the queue; an input wait ends
+//	claimed    suspend+input  turn.suspended        suspended    awaiting_input {prompt, schema, input_by}; an input token (hashed)
+//	suspended  provide-input  turn.input_provided   queued       with the token (once) or as requester/management; the input is a record
+//	suspended  input_by       turn.timed_out        finished     no input by input_by: outcome timed_out
 //	finished   anything       —                     —            stop is 409 ConflictError, claim commands are 409 FencingError
 //
 // # Invariants
