@@ -631,7 +631,7 @@
         t.state === 'suspended' ? h('button', {type: 'button', id: 'resume-turn', onclick: () => act('Resume Turn', `Put ${t.turn_id} back in the queue?${onBehalf}`, 'Resume',
           () => api('POST', `${pp(p)}/turns/${enc(t.turn_id)}:resume`, body), refresh)}, 'Resume') : ''),
       h('h3', {}, 'Input'), json(t.input),
-      t.final_payload !== null && t.final_payload !== undefined ? [h('h3', {}, `Final payload (${t.final_record_role || 'no role'})`), json(t.final_payload)] : '');
+      ...(t.final_payload !== null && t.final_payload !== undefined ? [h('h3', {}, `Final payload (${t.final_record_role || 'no role'})`), json(t.final_payload)] : []));
   }
 
   // renderLineage draws the lineage as a tree: ancestors from the root down,
