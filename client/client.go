@@ -25,6 +25,44 @@
 // credential's 401, ends Worker.Run with that *Error), and Follow iterates
 // over a feed through its event stream, reconnecting from the last
 // ledger_seq seen.
+//
+// # Scheduling
+//
+// A DispatchRequest may carry a schedule; every field is optional and a nil
+// one is not sent (docs/scheduling.md says more):
+//
+//	prio, tries := 1, 5
+//	deadline := time.Now().Add(10 * time.Minute)
+//	t, err := c.DispatchTurn(ctx, "demo", client.DispatchRequest{
+//		// ... requested_by, target, input, kind, key, authority ...
+//		Priority:     &prio,     // 1 runs first, 5 last; default 3
+//		Deadline:     &deadline, // not finished then: outcome timed_out
+//		MaxAttempts:  &tries,    // claims allowed; default no limit
+//		RetryBackoff: &client.Backoff{InitialS: 2, Factor: 3, MaxS: 120},
+//	})
+//
+// NotBefore keeps the Turn from being claimed before a time, and ClaimBy
+// ends a Turn still never claimed at that time with outcome expired. A
+// claim that expires on the last of MaxAttempts ends the Turn as dead. The
+// Turn snapshot shows the schedule back (Priority, NotBefore, ClaimBy,
+// Deadline, MaxAttempts, RetryBackoff) and RetryOf.
+//
+// A handler asks for another attempt by returning RetryLater(err): the
+// Worker finishes the Turn as failed with FinishRequest.Retry, and the
+// service queues it again once its backoff has passed (NotBefore shows
+// when), or ends it with outcome dead when MaxAttempts are spent. Any other
+// error fails the Turn for good:
+//
+//	func(ctx context.Context, job *client.Job) (client.Result, error) {
+//		if err := callModel(ctx); errors.Is(err, errRateLimited) {
+//			return client.Result{}, client.RetryLater(err)
+//		}
+//		...
+//	}
+//
+// RetryTurn dispatches a new Turn from a finished one that failed, died,
+// expired, timed out or was stopped; a Turn is retried once (a second
+// RetryTurn is a 409, ErrConflict).
 package client
 
 import (

@@ -250,6 +250,25 @@ func (c *Client) ResumeTurn(ctx context.Context, project, turn string, requested
 	return &out, err
 }
 
+// RetryTurn dispatches a new Turn from a finished one whose outcome is
+// failed, dead, expired, timed_out or stopped, and returns the new Turn
+// (its RetryOf is turnID): the same target, kind, input, priority,
+// MaxAttempts, backoff and lineage, a fresh attempt count; a ClaimBy or
+// Deadline keeps its distance from the dispatch, a NotBefore is not
+// repeated. A Turn is retried once: a second RetryTurn, like a retry of a
+// Turn still running or succeeded, is an *Error with status 409
+// (ErrConflict). Only the Turn's requester, an agent with the management
+// grant or the admin may retry it; r.RequestedBy left empty is the
+// client's own agent.
+func (c *Client) RetryTurn(ctx context.Context, project, turnID string, r RetryRequest) (*Turn, error) {
+	if r.RequestedBy == (AgentRef{}) && c.agent != "" {
+		r.RequestedBy = AgentRef{ProjectID: c.project, AgentID: c.agent}
+	}
+	var out Turn
+	_, err := c.do(ctx, "POST", projectPath(project, "/turns/", seg(turnID), ":retry"), nil, r, &out)
+	return &out, err
+}
+
 // Claims.
 
 // ClaimTurn claims the next Turn for the agent. With wait > 0 (at most a
@@ -364,6 +383,9 @@ func (c *Client) ListTurns(ctx context.Context, project string, q TurnQuery) (*P
 	str(v, "turn_kind", q.TurnKind)
 	str(v, "state", q.State)
 	str(v, "outcome", q.Outcome)
+	if q.Priority != 0 {
+		v.Set("priority", strconv.Itoa(q.Priority))
+	}
 	flag(v, "stop_requested_only", q.StopRequestedOnly)
 	if q.AfterLedgerSeq > 0 {
 		v.Set("after_ledger_seq", strconv.FormatUint(q.AfterLedgerSeq, 10))

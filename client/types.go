@@ -84,12 +84,32 @@ type Turn struct {
 	Claim           *Claim          `json:"claim"`
 	Attempts        int             `json:"attempts"`
 	LastTurnSeq     uint64          `json:"last_turn_seq"`
+	// The schedule: the priority the Turn runs at (3 unless the dispatch
+	// asked another), and nil for what the dispatch did not ask. NotBefore
+	// is when the Turn may be claimed next (a retry's backoff moves it).
+	Priority        int             `json:"priority"`
+	NotBefore       *time.Time      `json:"not_before"`
+	ClaimBy         *time.Time      `json:"claim_by"`
+	Deadline        *time.Time      `json:"deadline"`
+	MaxAttempts     *int            `json:"max_attempts"`
+	RetryBackoff    *Backoff        `json:"retry_backoff"`
+	RetryOf         *string         `json:"retry_of"` // the Turn this one retries (RetryTurn)
 	FinalPayload    json.RawMessage `json:"final_payload"`
 	FinalRecordRole *string         `json:"final_record_role"`
 	CreatedAt       time.Time       `json:"created_at"`
 	UpdatedAt       time.Time       `json:"updated_at"`
 	FinishedAt      *time.Time      `json:"finished_at"`
 	LedgerSeq       uint64          `json:"ledger_seq"`
+}
+
+// Backoff is the delay before a retry asked by a failed finish (Retry):
+// InitialS seconds after the first attempt, multiplied by Factor for each
+// attempt after it, at most MaxS. A field left at zero takes the server's
+// default (1, 2 and 60; MaxS at least InitialS).
+type Backoff struct {
+	InitialS float64 `json:"initial_s,omitempty"`
+	Factor   float64 `json:"factor,omitempty"`
+	MaxS     float64 `json:"max_s,omitempty"`
 }
 
 // AuthorityView is how a Turn was authorised.
@@ -335,26 +355,51 @@ func Child(parent ClaimToken) Authority {
 }
 
 // DispatchRequest dispatches a Turn. Input is encoded as JSON.
+//
+// The schedule fields are optional; a nil one is not sent and the server's
+// default applies (see the package doc, "Scheduling"): Priority 1 (runs
+// first) to 5, default 3; NotBefore, the Turn is not claimed before it;
+// ClaimBy, a Turn still never claimed then ends as expired; Deadline, a
+// Turn not finished then ends as timed_out; MaxAttempts, the claims
+// allowed (default no limit); RetryBackoff, the delays of retries.
 type DispatchRequest struct {
-	RequestedBy AgentRef  `json:"requested_by"`
-	TargetAgent AgentRef  `json:"target_agent"`
-	Input       any       `json:"input"`
-	TurnKind    string    `json:"turn_kind"`
-	DispatchKey string    `json:"dispatch_key"`
-	Authority   Authority `json:"authority"`
-	Meta        *Meta     `json:"meta,omitempty"`
-	Trace       *Trace    `json:"trace,omitempty"`
+	RequestedBy  AgentRef   `json:"requested_by"`
+	TargetAgent  AgentRef   `json:"target_agent"`
+	Input        any        `json:"input"`
+	TurnKind     string     `json:"turn_kind"`
+	DispatchKey  string     `json:"dispatch_key"`
+	Authority    Authority  `json:"authority"`
+	Priority     *int       `json:"priority,omitempty"`
+	NotBefore    *time.Time `json:"not_before,omitempty"`
+	ClaimBy      *time.Time `json:"claim_by,omitempty"`
+	Deadline     *time.Time `json:"deadline,omitempty"`
+	MaxAttempts  *int       `json:"max_attempts,omitempty"`
+	RetryBackoff *Backoff   `json:"retry_backoff,omitempty"`
+	Meta         *Meta      `json:"meta,omitempty"`
+	Trace        *Trace     `json:"trace,omitempty"`
 }
 
 // FinishRequest finishes a claimed Turn. Outcome is succeeded, failed or
 // stopped; FinalPayload (encoded as JSON; nil for none) becomes the final
-// context record with FinalRecordRole.
+// context record with FinalRecordRole. Retry, with outcome failed, asks for
+// another attempt: the Turn is queued again after its backoff while
+// attempts remain (the answer shows it queued, with NotBefore), else it
+// ends with outcome dead.
 type FinishRequest struct {
 	Outcome         string `json:"outcome"`
 	FinalPayload    any    `json:"final_payload"`
 	FinalRecordRole string `json:"final_record_role,omitempty"`
+	Retry           bool   `json:"retry,omitempty"`
 	Meta            *Meta  `json:"meta,omitempty"`
 	Trace           *Trace `json:"trace,omitempty"`
+}
+
+// RetryRequest asks for a new Turn from a finished one (RetryTurn).
+// RequestedBy is who asks: the client's own agent when left empty.
+type RetryRequest struct {
+	RequestedBy AgentRef `json:"requested_by"`
+	Meta        *Meta    `json:"meta,omitempty"`
+	Trace       *Trace   `json:"trace,omitempty"`
 }
 
 // WorkMemoryReport is a work-memory report manifest.
@@ -438,6 +483,7 @@ type TurnQuery struct {
 	TurnKind          string
 	State             string
 	Outcome           string
+	Priority          int // 1 to 5; 0: any
 	StopRequestedOnly bool
 	AfterLedgerSeq    uint64
 	Limit             int

@@ -77,8 +77,35 @@ type Result struct {
 // shutdown runs out of patience; context.Cause(ctx) is then ErrStopRequested,
 // ErrClaimLost or ErrShutdown. A nil error finishes the Turn with the Result;
 // an error finishes it as failed, or as stopped when a stop was requested.
-// After a lost claim or a shutdown the Turn is not finished here.
+// An error made by RetryLater (found with errors.As, so it may be wrapped)
+// finishes it as failed with a retry asked: the service queues the Turn
+// again after its backoff, or ends it as dead when its MaxAttempts are
+// spent. The error's text is the final payload, {"error": "..."}, in
+// every case. After a lost claim or a shutdown the Turn is not finished
+// here.
 type Handler func(ctx context.Context, job *Job) (Result, error)
+
+// RetryError is a handler's error that asks for another attempt of the
+// Turn (RetryLater).
+type RetryError struct{ Err error }
+
+// RetryLater wraps a handler's error to ask for another attempt: the
+// worker finishes the Turn with outcome failed and retry, and the service
+// queues it again once its backoff has passed (DispatchRequest.RetryBackoff;
+// by default 1s after the first attempt, doubling, at most 60s), for this
+// worker or another, or ends it with outcome dead when it has had
+// DispatchRequest.MaxAttempts claims. A plain error finishes the Turn as
+// failed for good.
+func RetryLater(err error) error { return &RetryError{Err: err} }
+
+func (e *RetryError) Error() string {
+	if e.Err == nil {
+		return "retry later"
+	}
+	return e.Err.Error()
+}
+
+func (e *RetryError) Unwrap() error { return e.Err }
 
 // WorkerConfig configures a Worker.
 type WorkerConfig struct {
@@ -296,7 +323,8 @@ func (w *Worker) run(hard context.Context, res *ClaimResult) {
 	case herr != nil && job.StopRequested():
 		req = FinishRequest{Outcome: "stopped", FinalPayload: map[string]any{"error": herr.Error()}}
 	case herr != nil:
-		req = FinishRequest{Outcome: "failed", FinalPayload: map[string]any{"error": herr.Error()}}
+		var retry *RetryError
+		req = FinishRequest{Outcome: "failed", FinalPayload: map[string]any{"error": herr.Error()}, Retry: errors.As(herr, &retry)}
 	case req.Outcome == "":
 		req.Outcome = "succeeded"
 	}

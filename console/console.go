@@ -18,9 +18,14 @@
 //	                            that goes on beyond that
 //	#/p/{project}/agents        the agent directory
 //	#/p/{project}/agents/{id}   one agent: snapshot, drain/resume, its feed
-//	#/p/{project}/turns?…       Turns with the filters of projection/turns, cursor paging
-//	#/p/{project}/turns/{id}    one Turn: snapshot, claim countdown, context,
-//	                            live feed, lineage tree, stop/resume
+//	#/p/{project}/turns?…       Turns with the filters of projection/turns (state,
+//	                            outcome, priority, kind, target, stop requested),
+//	                            their priority, cursor paging
+//	#/p/{project}/turns/{id}    one Turn: snapshot, schedule (priority, not_before,
+//	                            claim_by, deadline, attempts of max_attempts,
+//	                            retry_backoff, retry_of), claim countdown, context,
+//	                            live feed, lineage tree, stop/resume, and retry of
+//	                            a failed, dead, expired, timed_out or stopped Turn
 //	#/p/{project}/feed          the live project feed, with pause
 package console
 

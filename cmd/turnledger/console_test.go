@@ -174,9 +174,13 @@ func consoleGet[T any](t *testing.T, ctx context.Context, what string, a chromed
 }
 
 // consoleShot saves a screenshot of the whole page as name, after checking
-// that the page is no wider than the viewport (no sideways scrolling).
+// that the page is no wider than the viewport (no sideways scrolling) and
+// shows no value rendered as "[object …]".
 func consoleShot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
+	if text := consoleGet(t, ctx, "read the page", chromedp.Evaluate[string](`document.body.innerText`)); strings.Contains(text, "[object ") {
+		t.Errorf("the page of %s shows an object as text:\n%s", name, text)
+	}
 	width := consoleGet(t, ctx, "measure the viewport", chromedp.Evaluate[int](`document.documentElement.clientWidth`))
 	if overflow := consoleGet(t, ctx, "measure the page", chromedp.Evaluate[int](`document.documentElement.scrollWidth - document.documentElement.clientWidth`)); overflow > 0 {
 		t.Errorf("at %d px wide the page of %s is %d px wider than the screen", width, name, overflow)
@@ -648,4 +652,156 @@ func TestConsoleStuckWork(t *testing.T) {
 	if snap.State != "finished" || snap.Outcome == nil || *snap.Outcome != "stopped" {
 		t.Errorf("after reconcile the Turn is %s/%v, want finished/stopped", snap.State, snap.Outcome)
 	}
+}
+
+// TestConsoleSchedule shows a Turn's schedule (priority, not_before,
+// claim_by, deadline, attempts of max_attempts, retry_backoff), filters the
+// Turns list by priority and by the outcome dead, retries a failed Turn with
+// the Retry button and lands on the new Turn, which names the old one as the
+// Turn it retries, and shows the API's 409 when the same Turn is retried
+// again.
+func TestConsoleSchedule(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := startServe(t, dir)
+	s := newConsoleScenario(t, base, dir)
+	dispatch := func(key string, sched map[string]any) string {
+		body := map[string]any{
+			"requested_by": agentRef("demo", "planner"), "target_agent": agentRef("demo", "writer"),
+			"input": map[string]any{"text": "Summarise " + key}, "turn_kind": "summarize",
+			"dispatch_key": key, "authority": map[string]any{"mode": "root_request", "request_id": "r-" + key},
+		}
+		for k, v := range sched {
+			body[k] = v
+		}
+		var v struct {
+			TurnID string `json:"turn_id"`
+		}
+		json.Unmarshal(s.planner.call("POST", "/v3r1/projects/demo/turns:dispatch", body, 200), &v)
+		return v.TurnID
+	}
+	// fail claims the writer's next Turn, which must be id, and finishes
+	// it as failed, asking for a retry or not.
+	fail := func(id string, retry bool) {
+		var won struct {
+			Claim map[string]any `json:"claim"`
+		}
+		json.Unmarshal(s.writer.call("POST", "/v3r1/projects/demo/agents/writer/claims:claim", map[string]any{"agent": agentRef("demo", "writer")}, 200), &won)
+		if won.Claim["turn_id"] != id {
+			t.Fatalf("the writer claimed %v, want %s", won.Claim["turn_id"], id)
+		}
+		s.writer.call("POST", "/v3r1/projects/demo/turns/"+id+":finish", map[string]any{
+			"claim": won.Claim, "outcome": "failed", "final_payload": map[string]any{"error": "the model timed out"},
+			"final_record_role": "final", "retry": retry}, 200)
+	}
+	failed := dispatch("k-failed", map[string]any{"priority": 2, "max_attempts": 3})
+	fail(failed, false)
+	dead := dispatch("k-dead", map[string]any{"max_attempts": 1})
+	fail(dead, true) // no attempt left: dead
+	now := time.Now().UTC().Truncate(time.Second)
+	notBefore, claimBy, deadline := now.Add(time.Hour), now.Add(2*time.Hour), now.Add(3*time.Hour)
+	sched := dispatch("k-sched", map[string]any{
+		"priority": 1, "not_before": notBefore, "claim_by": claimBy, "deadline": deadline, "max_attempts": 5,
+		"retry_backoff": map[string]any{"initial_s": 2, "factor": 3, "max_s": 120},
+	})
+
+	var reqs consoleRequests
+	ctx := consoleBrowser(t, &reqs)
+	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "), "demo")
+
+	// The schedule on the Turn page.
+	consoleDo(t, ctx, "open the scheduled Turn",
+		chromedp.Navigate(base+"/console/#/p/demo/turns/"+sched),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#turn-schedule`)),
+	)
+	const fields = `Object.fromEntries([...document.querySelectorAll('#turn-schedule dd[data-field]')].map(d => {
+		const t = d.querySelector('time');
+		return [d.dataset.field, t ? new Date(t.getAttribute('datetime')).toISOString() : d.textContent];
+	}))`
+	iso := func(t time.Time) string { return t.Format("2006-01-02T15:04:05.000Z") }
+	want := map[string]string{
+		"priority": "1", "not_before": iso(notBefore), "claim_by": iso(claimBy), "deadline": iso(deadline), "attempts": "0 / 5",
+		"retry_backoff": "2 s after the first attempt, ×3 for each further one, at most 120 s",
+	}
+	if diff := cmp.Diff(want, consoleGet(t, ctx, "read the schedule", chromedp.Evaluate[map[string]string](fields))); diff != "" {
+		t.Errorf("the schedule shown (-want +got):\n%s", diff)
+	}
+	if consoleGet(t, ctx, "look for Retry", chromedp.Evaluate[bool](`!!document.querySelector('#retry-turn')`)) {
+		t.Errorf("a queued Turn offers Retry")
+	}
+	consoleShot(t, ctx, "turn-schedule.png")
+
+	// The list shows each Turn's priority and filters by it and by the
+	// outcome dead.
+	const listed = `[...document.querySelectorAll('#turns-table a.turn-link')].map(a => a.textContent)`
+	consoleDo(t, ctx, "list the priority 1 Turns",
+		chromedp.Navigate(base+"/console/#/p/demo/turns?priority=1"),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
+	)
+	if rows := consoleGet(t, ctx, "read the list", chromedp.Evaluate[[]string](listed)); !cmp.Equal(rows, []string{sched}) {
+		t.Errorf("the Turns of priority 1 = %v, want [%s]", rows, sched)
+	}
+	if prio := consoleGet(t, ctx, "read the priority", chromedp.Text(css(`#turns-table td[data-label=Priority]`))); prio != "1" {
+		t.Errorf("the list shows priority %q, want 1", prio)
+	}
+	consoleDo(t, ctx, "filter the dead Turns",
+		chromedp.SetValue(css(`#turn-filters select[name=priority]`), ""),
+		chromedp.SetValue(css(`#turn-filters select[name=outcome]`), "dead"),
+		chromedp.Click(css(`#turn-filters button[type=submit]`)),
+		chromedp.Poll[chromedp.Void](`location.hash.includes('outcome=dead') && !location.hash.includes('priority')`),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
+	)
+	if rows := consoleGet(t, ctx, "read the list", chromedp.Evaluate[[]string](listed)); !cmp.Equal(rows, []string{dead}) {
+		t.Errorf("the dead Turns = %v, want [%s]", rows, dead)
+	}
+	consoleShot(t, ctx, "turns-dead.png")
+
+	// Retry the failed Turn: the console goes to the new Turn, which says
+	// whose retry it is and keeps the schedule.
+	consoleDo(t, ctx, "retry the failed Turn",
+		chromedp.Navigate(base+"/console/#/p/demo/turns/"+failed),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#turn-outcome.failed`)),
+		chromedp.Click(css(`#retry-turn`)),
+		chromedp.WaitVisible(css(`#confirm-ok`)),
+		chromedp.Click(css(`#confirm-ok`)),
+		chromedp.Poll[chromedp.Void](`location.hash.startsWith('#/p/demo/turns/') && !location.hash.endsWith('/`+failed+`')`),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#turn-schedule [data-field=retry_of] a`)),
+	)
+	retryOf := consoleGet(t, ctx, "read retry of", chromedp.Text(css(`#turn-schedule [data-field=retry_of]`)))
+	label := consoleGet(t, ctx, "read the label", chromedp.Evaluate[string](`document.querySelector('#turn-schedule [data-field=retry_of]').previousElementSibling.textContent`))
+	attempts := consoleGet(t, ctx, "read the attempts", chromedp.Text(css(`#turn-schedule [data-field=attempts]`)))
+	state := consoleGet(t, ctx, "read the state", chromedp.Text(css(`#turn-state`)))
+	if label != "Retry of" || retryOf != failed || attempts != "0 / 3" || state != "queued" {
+		t.Errorf("the new Turn shows %q %q, attempts %q, state %q; want Retry of %s, 0 / 3, queued", label, retryOf, attempts, state, failed)
+	}
+	newID := strings.TrimPrefix(consoleGet(t, ctx, "read the URL", chromedp.Evaluate[string](`location.hash`)), "#/p/demo/turns/")
+	if msg := consoleGet(t, ctx, "read the message", chromedp.Text(css(`#flash`))); msg != "Retried as "+newID+"." {
+		t.Errorf("after Retry the console says %q, want Retried as %s.", msg, newID)
+	}
+	consoleShot(t, ctx, "turn-retry.png")
+
+	// A second retry of the same Turn is refused: the API's 409 is shown
+	// and the page stays.
+	consoleDo(t, ctx, "retry the failed Turn again",
+		chromedp.Click(css(`#turn-schedule [data-field=retry_of] a`)),
+		chromedp.Poll[chromedp.Void](`location.hash.endsWith('/`+failed+`')`),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#retry-turn`)),
+		chromedp.Click(css(`#retry-turn`)),
+		chromedp.WaitVisible(css(`#confirm-ok`)),
+		chromedp.Click(css(`#confirm-ok`)),
+		chromedp.WaitVisible(css(`#flash .bad`)),
+	)
+	refused := consoleGet(t, ctx, "read the message", chromedp.Text(css(`#flash`)))
+	if !strings.Contains(refused, "409 ConflictError") || !strings.Contains(refused, newID) {
+		t.Errorf("a second retry shows %q, want the API's 409 ConflictError naming %s", refused, newID)
+	}
+	if hash := consoleGet(t, ctx, "read the URL", chromedp.Evaluate[string](`location.hash`)); !strings.HasSuffix(hash, "/"+failed) {
+		t.Errorf("after a refused retry the console is at %s, want the failed Turn's page", hash)
+	}
+	consoleShot(t, ctx, "turn-retry-refused.png")
 }

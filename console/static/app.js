@@ -5,7 +5,10 @@
 (() => {
   const AUTH_KEY = 'turnledger.console.auth';
   const STATES = ['queued', 'claimed', 'suspended', 'finished'];
-  const OUTCOMES = ['succeeded', 'failed', 'stopped'];
+  const OUTCOMES = ['succeeded', 'failed', 'stopped', 'dead', 'expired', 'timed_out'];
+  // The outcomes a Turn can be retried from (POST .../turns/{id}:retry).
+  const RETRYABLE = ['failed', 'dead', 'expired', 'timed_out', 'stopped'];
+  const PRIORITIES = ['1', '2', '3', '4', '5'];
   const mainEl = document.getElementById('main');
   let routeGen = 0; // each route renders into its own view; a stale one writes to a detached element
   let auth = loadAuth();
@@ -43,6 +46,11 @@
   const badge = (v, cls) => h('span', {class: `badge ${cls || v}`}, v);
   const json = (v) => h('pre', {class: 'json'}, JSON.stringify(v, null, 2));
   const when = (t) => t ? h('time', {datetime: t, title: t}, new Date(t).toLocaleString()) : '—';
+  // attempts is "claims so far / max_attempts".
+  const attempts = (t) => `${t.attempts} / ${t.max_attempts === null || t.max_attempts === undefined ? 'no limit' : t.max_attempts}`;
+  // backoff reads a retry_backoff: the delay after attempt n is
+  // initial_s × factor^(n−1), at most max_s.
+  const backoff = (b) => `${b.initial_s} s after the first attempt, ×${b.factor} for each further one, at most ${b.max_s} s`;
 
   function qs(params) {
     const u = new URLSearchParams();
@@ -538,17 +546,21 @@
         feedPanel(p, `${pp(p)}/agents/${enc(id)}/feed`, await startSeq(500), {title: 'Agent feed (live)', id: 'agent-feed', self: id})));
   }
 
-  function kv(k, v) { return [h('dt', {}, k), h('dd', {}, v === undefined || v === null ? '—' : v)]; }
+  // kv is a term and its value; field, when given, names the value
+  // (data-field) for tests and styles.
+  function kv(k, v, field) { return [h('dt', {}, k), h('dd', {'data-field': field}, v === undefined || v === null ? '—' : v)]; }
 
   async function turnsPage(view, p, q) {
     setNav(p, 'turns');
     const f = {state: q.get('state') || '', outcome: q.get('outcome') || '', turn_kind: q.get('turn_kind') || '',
+      priority: PRIORITIES.includes(q.get('priority')) ? q.get('priority') : '',
       target_agent_id: q.get('target_agent_id') || '', stop_requested_only: q.get('stop_requested_only') === 'true' ? 'true' : '', limit: q.get('limit') || '50'};
     const after = q.get('after') || '';
     const opt = (v, cur) => h('option', {value: v, selected: v === cur}, v || 'any');
     const form = h('form', {class: 'filters', id: 'turn-filters', role: 'search'},
       h('label', {}, 'State', h('select', {name: 'state'}, ['', ...STATES].map((v) => opt(v, f.state)))),
       h('label', {}, 'Outcome', h('select', {name: 'outcome'}, ['', ...OUTCOMES].map((v) => opt(v, f.outcome)))),
+      h('label', {}, 'Priority', h('select', {name: 'priority', title: '1 runs first, 5 last'}, ['', ...PRIORITIES].map((v) => opt(v, f.priority)))),
       h('label', {}, 'Kind', h('input', {name: 'turn_kind', value: f.turn_kind, size: 12, spellcheck: 'false'})),
       h('label', {}, 'Target agent', h('input', {name: 'target_agent_id', value: f.target_agent_id, size: 12, spellcheck: 'false'})),
       h('label', {class: 'check'}, h('input', {type: 'checkbox', name: 'stop_requested_only', checked: f.stop_requested_only === 'true'}), 'stop requested'),
@@ -556,7 +568,7 @@
       h('button', {type: 'submit'}, 'Filter'));
     form.addEventListener('submit', (ev) => {
       ev.preventDefault();
-      const n = {state: form.state.value, outcome: form.outcome.value, turn_kind: form.turn_kind.value.trim(),
+      const n = {state: form.state.value, outcome: form.outcome.value, priority: form.priority.value, turn_kind: form.turn_kind.value.trim(),
         target_agent_id: form.target_agent_id.value.trim(), stop_requested_only: form.stop_requested_only.checked ? 'true' : '', limit: form.limit.value === '50' ? '' : form.limit.value};
       location.hash = link(p, 'turns') + qs(n);
     });
@@ -572,9 +584,10 @@
       h('span', {class: 'muted'}, `${page.items.length} shown` + (after ? `, dispatched after ledger_seq ${after}` : '') + (page.has_more ? '; more follow' : '; end of list')));
     view.lastChild.replaceWith(
       page.items.length === 0 ? h('p', {id: 'turns-empty'}, page.has_more ? 'None on this stretch of the ledger; follow Next page.' : 'No Turn matches.') :
-        table(['Turn', 'Kind', 'State', 'Outcome', 'Target', 'Requested by', 'Attempts', 'Updated'], page.items.map((t) => [
-          turnLink(p, t.turn_id), t.turn_kind, h('span', {class: 'row'}, badge(t.state), t.stop_requested ? badge('stop requested', 'stop') : ''),
-          t.outcome ? badge(t.outcome) : '—', agentLink(p, t.target_agent.agent_id), agentLink(p, t.requested_by.agent_id), t.attempts, when(t.updated_at)]), 'turns-table'),
+        table(['Turn', 'Kind', 'Priority', 'State', 'Outcome', 'Target', 'Requested by', 'Attempts', 'Updated'], page.items.map((t) => [
+          turnLink(p, t.turn_id), t.turn_kind, h('span', {class: 'priority'}, t.priority), h('span', {class: 'row'}, badge(t.state), t.stop_requested ? badge('stop requested', 'stop') : ''),
+          t.outcome ? badge(t.outcome) : '—', agentLink(p, t.target_agent.agent_id), agentLink(p, t.requested_by.agent_id),
+          t.max_attempts ? `${t.attempts} / ${t.max_attempts}` : t.attempts, when(t.updated_at)]), 'turns-table'),
       pager);
   }
 
@@ -611,6 +624,8 @@
     const body = {requested_by: by, meta: {note: 'from the web console'}, trace: null};
     const onBehalf = auth.mode === 'admin' ? ` As admin, the request names ${by.agent_id} (the Turn's requester) in requested_by.` : '';
     const canStop = t.state !== 'finished' && !t.stop_requested;
+    const canRetry = t.state === 'finished' && RETRYABLE.includes(t.outcome);
+    let retried = null; // the new Turn of a retry, to go to
     el.replaceChildren(h('h2', {}, 'Snapshot'),
       h('dl', {class: 'kv'},
         kv('State', h('span', {class: 'row'}, h('span', {id: 'turn-state', class: `badge ${t.state}`}, t.state), t.stop_requested ? badge('stop requested', 'stop') : '')),
@@ -618,9 +633,16 @@
         kv('Kind', t.turn_kind), kv('Target', agentLink(p, t.target_agent.agent_id)), kv('Requested by', agentLink(p, t.requested_by.agent_id)),
         kv('Authority', t.authority.mode + (t.authority.request_id ? ` (${t.authority.request_id})` : '')),
         kv('Parent', t.parent ? turnLink(p, t.parent.turn_id) : '—'), kv('Root', t.root_turn_id === t.turn_id ? 'itself' : turnLink(p, t.root_turn_id)), kv('Depth', t.depth),
-        kv('Dispatch key', h('code', {}, t.dispatch_key)), kv('Attempts', t.attempts), kv('Records', t.last_turn_seq),
+        kv('Dispatch key', h('code', {}, t.dispatch_key)), kv('Records', t.last_turn_seq),
         kv('Created', when(t.created_at)), kv('Updated', when(t.updated_at)), kv('Finished', when(t.finished_at)),
         kv('Stop asked', t.stop_requested_at ? when(t.stop_requested_at) : '—'), kv('ledger_seq', t.ledger_seq)),
+      h('h3', {}, 'Schedule'),
+      h('dl', {class: 'kv', id: 'turn-schedule'},
+        kv('Priority', t.priority, 'priority'), kv('Not before', when(t.not_before), 'not_before'),
+        kv('Claim by', when(t.claim_by), 'claim_by'), kv('Deadline', when(t.deadline), 'deadline'),
+        kv('Attempts', attempts(t), 'attempts'),
+        t.retry_backoff ? kv('Retry backoff', backoff(t.retry_backoff), 'retry_backoff') : '',
+        t.retry_of ? kv('Retry of', turnLink(p, t.retry_of), 'retry_of') : ''),
       h('h3', {}, 'Claim'),
       t.claim ? h('dl', {class: 'kv', id: 'turn-claim'}, kv('Holder', agentLink(p, t.claim.agent_id)), kv('Claim id', h('code', {}, t.claim.claim_id)),
         kv('Claimed', when(t.claim.claimed_at)), kv('Expires', [when(t.claim.expires_at), ' ', countdown(t.claim.expires_at)])) : h('p', {class: 'muted'}, 'Not claimed.'),
@@ -629,9 +651,13 @@
           `Request a stop of ${t.turn_id}? ${t.state === 'claimed' ? 'Its claim holder sees the request and should stop; the Turn stays claimed until then.' : 'It finishes now with outcome stopped.'}${onBehalf}`,
           'Stop', () => api('POST', `${pp(p)}/management/turns/${enc(t.turn_id)}:stop`, body), refresh)}, 'Stop') : '',
         t.state === 'suspended' ? h('button', {type: 'button', id: 'resume-turn', onclick: () => act('Resume Turn', `Put ${t.turn_id} back in the queue?${onBehalf}`, 'Resume',
-          () => api('POST', `${pp(p)}/turns/${enc(t.turn_id)}:resume`, body), refresh)}, 'Resume') : ''),
+          () => api('POST', `${pp(p)}/turns/${enc(t.turn_id)}:resume`, body), refresh)}, 'Resume') : '',
+        canRetry ? h('button', {type: 'button', id: 'retry-turn', onclick: () => act('Retry Turn',
+          `Dispatch a new Turn from ${t.turn_id}, with its target, kind, input and schedule? A Turn is retried once.${onBehalf}`, 'Retry',
+          async () => { retried = await api('POST', `${pp(p)}/turns/${enc(t.turn_id)}:retry`, body); return `Retried as ${retried.turn_id}.`; },
+          () => { if (retried) location.hash = link(p, 'turns', retried.turn_id); else return refresh(); })}, 'Retry') : ''),
       h('h3', {}, 'Input'), json(t.input),
-      t.final_payload !== null && t.final_payload !== undefined ? [h('h3', {}, `Final payload (${t.final_record_role || 'no role'})`), json(t.final_payload)] : '');
+      ...(t.final_payload !== null && t.final_payload !== undefined ? [h('h3', {}, `Final payload (${t.final_record_role || 'no role'})`), json(t.final_payload)] : []));
   }
 
   // renderLineage draws the lineage as a tree: ancestors from the root down,
