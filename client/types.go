@@ -87,13 +87,17 @@ type Turn struct {
 	// The schedule: the priority the Turn runs at (3 unless the dispatch
 	// asked another), and nil for what the dispatch did not ask. NotBefore
 	// is when the Turn may be claimed next (a retry's backoff moves it).
-	Priority        int             `json:"priority"`
-	NotBefore       *time.Time      `json:"not_before"`
-	ClaimBy         *time.Time      `json:"claim_by"`
-	Deadline        *time.Time      `json:"deadline"`
-	MaxAttempts     *int            `json:"max_attempts"`
-	RetryBackoff    *Backoff        `json:"retry_backoff"`
-	RetryOf         *string         `json:"retry_of"` // the Turn this one retries (RetryTurn)
+	Priority     int        `json:"priority"`
+	NotBefore    *time.Time `json:"not_before"`
+	ClaimBy      *time.Time `json:"claim_by"`
+	Deadline     *time.Time `json:"deadline"`
+	MaxAttempts  *int       `json:"max_attempts"`
+	RetryBackoff *Backoff   `json:"retry_backoff"`
+	RetryOf      *string    `json:"retry_of"` // the Turn this one retries (RetryTurn)
+	// AwaitingInput is the question of a Turn suspended for input (nil
+	// otherwise); Tags are the Turn's tags.
+	AwaitingInput   *AwaitingInput  `json:"awaiting_input"`
+	Tags            []string        `json:"tags"`
 	FinalPayload    json.RawMessage `json:"final_payload"`
 	FinalRecordRole *string         `json:"final_record_role"`
 	CreatedAt       time.Time       `json:"created_at"`
@@ -354,6 +358,14 @@ func Child(parent ClaimToken) Authority {
 	return Authority{Mode: "child_derivation", ParentClaim: &parent}
 }
 
+// AwaitingInput is what a Turn suspended for input asks: a prompt, an
+// optional JSON Schema of the answer, and the time by which it must come.
+type AwaitingInput struct {
+	Prompt  string          `json:"prompt"`
+	Schema  json.RawMessage `json:"schema"`
+	InputBy *time.Time      `json:"input_by"`
+}
+
 // DispatchRequest dispatches a Turn. Input is encoded as JSON.
 //
 // The schedule fields are optional; a nil one is not sent and the server's
@@ -375,6 +387,7 @@ type DispatchRequest struct {
 	Deadline     *time.Time `json:"deadline,omitempty"`
 	MaxAttempts  *int       `json:"max_attempts,omitempty"`
 	RetryBackoff *Backoff   `json:"retry_backoff,omitempty"`
+	Tags         []string   `json:"tags,omitempty"` // at most 16, each 1 to 64 of [A-Za-z0-9._:-]
 	Meta         *Meta      `json:"meta,omitempty"`
 	Trace        *Trace     `json:"trace,omitempty"`
 }

@@ -158,11 +158,11 @@ func schemas() m {
 			"capacity": tInt, "capabilities": tStrList, "grants": tStrList, "public_metadata": tObj,
 		}),
 		"Provenance": closed(m{"kind": tStr, "external_ref": tStr, "payload_hash": nullable(tStr)}),
-		"Backoff": closed(m{
+		"Backoff": closedExcept(m{
 			"initial_s": m{"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "description": "seconds before the first retry (default 1)"},
 			"factor":    m{"type": "number", "minimum": 1, "maximum": 100, "description": "multiplies the delay for each further attempt (default 2)"},
 			"max_s":     m{"type": "number", "maximum": 86400, "description": "the longest delay (default 60, and at least initial_s)"},
-		}),
+		}, "initial_s", "factor", "max_s"),
 		"ProfileSpec": profileSpec,
 
 		"TurnView": closed(turnView()),
