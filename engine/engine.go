@@ -311,10 +311,19 @@ func (e *Engine) execute(ctx context.Context, p *kernel.Project, cmd kernel.Comm
 	return seq, err
 }
 
-// decideAppend is execute that also returns the appended event (nil when the
-// command changed nothing), or the remembered answer of an earlier request
-// with the same idempotency key (then nothing is appended).
+// decideAppend is execute that also returns the first appended event (nil
+// when the command changed nothing), or the remembered answer of an earlier
+// request with the same idempotency key (then nothing is appended).
 func (e *Engine) decideAppend(ctx context.Context, p *kernel.Project, cmd kernel.Command) (uint64, *kernel.Event, *kernel.Answer, error) {
+	seq, events, a, err := e.decideAppendAll(ctx, p, cmd)
+	if len(events) == 0 {
+		return seq, nil, a, err
+	}
+	return seq, &events[0], a, err
+}
+
+// decideAppendAll is decideAppend with every event the command appended.
+func (e *Engine) decideAppendAll(ctx context.Context, p *kernel.Project, cmd kernel.Command) (uint64, []kernel.Event, *kernel.Answer, error) {
 	for attempt := 1; ; attempt++ {
 		if a, err := kernel.Recall(p, cmd, e.cfg.Now()); err != nil || a != nil {
 			if a != nil {
@@ -368,7 +377,7 @@ func (e *Engine) decideAppend(ctx context.Context, p *kernel.Project, cmd kernel
 		for i := range events {
 			kernel.Evolve(p, kernel.Recorded{Seq: seqs[i], Event: events[i]})
 		}
-		return seqs[len(seqs)-1], &ev, nil, nil
+		return seqs[len(seqs)-1], events, nil, nil
 	}
 }
 

@@ -558,3 +558,100 @@ func (e *Engine) ReportWorkMemory(ctx context.Context, project string, c kernel.
 	})
 	return id, seq, err
 }
+
+// BulkStop stops the listed Turns (kernel.BulkStop), all or none, with one
+// request id, and returns the ids of the Turns it stopped; a retry with the
+// same idempotency key returns the first answer's.
+func (e *Engine) BulkStop(ctx context.Context, project string, cmd kernel.BulkStop) ([]string, uint64, error) {
+	id, err := e.newID("stop_")
+	if err != nil {
+		return nil, 0, err
+	}
+	cmd.RequestID = id
+	var ids []string
+	var seq uint64
+	err = e.with(ctx, project, false, func(p *kernel.Project) error {
+		var events []kernel.Event
+		var a *kernel.Answer
+		var err error
+		seq, events, a, err = e.decideAppendAll(ctx, p, cmd)
+		ids = changed(events, a)
+		return err
+	})
+	return ids, seq, err
+}
+
+// BulkRetry retries the listed Turns (kernel.BulkRetry), all or none, and
+// returns the ids of the new Turns. Each old Turn's dispatch is read from
+// the ledger (its input and schedule), as Retry does.
+func (e *Engine) BulkRetry(ctx context.Context, project string, c kernel.Common, by kernel.AgentRef, turnIDs []string) ([]string, uint64, error) {
+	cmd := kernel.BulkRetry{Common: c, RequestedBy: by}
+	var ids []string
+	var seq uint64
+	err := e.with(ctx, project, false, func(p *kernel.Project) error {
+		if a, err := kernel.Recall(p, cmd, e.cfg.Now()); err != nil || a != nil {
+			ids, seq = changed(nil, a), p.Seq
+			if a != nil {
+				seq = a.Seq
+			}
+			return err
+		}
+		for _, id := range turnIDs {
+			t := p.Turn(id)
+			if t == nil || !kernel.CanRetry(p, id) {
+				continue
+			}
+			r, err := e.ledger.Event(ctx, t.Order)
+			if err != nil {
+				return err
+			}
+			d, ok := r.Event.Data.(*kernel.TurnDispatched)
+			if !ok || r.Event.ID != t.ID {
+				return kernel.Errorf(kernel.Internal, "the event at ledger_seq %d is not the dispatch of turn %s", t.Order, t.ID)
+			}
+			nid, err := e.newTurnID()
+			if err != nil {
+				return err
+			}
+			cmd.Items = append(cmd.Items, kernel.RetryItem{TurnID: id, NewTurnID: nid, Original: d, OriginalAt: r.Event.At})
+		}
+		var events []kernel.Event
+		var a *kernel.Answer
+		var err error
+		seq, events, a, err = e.decideAppendAll(ctx, p, cmd)
+		ids = changed(events, a)
+		return err
+	})
+	return ids, seq, err
+}
+
+// RetryableOf returns those of the Turns that :retry would accept now, in
+// their order (kernel.CanRetry).
+func (e *Engine) RetryableOf(ctx context.Context, project string, turnIDs []string) ([]string, error) {
+	var out []string
+	err := e.read(ctx, project, false, func(p *kernel.Project) error {
+		for _, id := range turnIDs {
+			if kernel.CanRetry(p, id) {
+				out = append(out, id)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// changed is the ids of the aggregates a command changed: of its events,
+// or of the remembered answer of its first request.
+func changed(events []kernel.Event, a *kernel.Answer) []string {
+	ids := []string{}
+	switch {
+	case a != nil && a.Released != nil:
+		ids = append(ids, a.Released...)
+	case a != nil:
+		ids = append(ids, a.ID)
+	}
+	for _, ev := range events {
+		ids = append(ids, ev.ID)
+	}
+	return ids
+}

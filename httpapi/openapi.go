@@ -158,11 +158,11 @@ func schemas() m {
 			"capacity": tInt, "capabilities": tStrList, "grants": tStrList, "public_metadata": tObj,
 		}),
 		"Provenance": closed(m{"kind": tStr, "external_ref": tStr, "payload_hash": nullable(tStr)}),
-		"Backoff": closedExcept(m{
+		"Backoff": body(m{
 			"initial_s": m{"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "description": "seconds before the first retry (default 1)"},
 			"factor":    m{"type": "number", "minimum": 1, "maximum": 100, "description": "multiplies the delay for each further attempt (default 2)"},
 			"max_s":     m{"type": "number", "maximum": 86400, "description": "the longest delay (default 60, and at least initial_s)"},
-		}, "initial_s", "factor", "max_s"),
+		}),
 		"ProfileSpec": profileSpec,
 
 		"TurnView": closed(turnView()),
@@ -263,7 +263,16 @@ func schemas() m {
 			"input_by": nullable(m{"type": "string", "format": "date-time", "description": "the Turn ends as timed_out if no input arrives by then"}),
 		}, "prompt")}), "claim"),
 		"ProvideInputBody": body(with(m{"input": tObj}), "input"),
-		"RecordBody":       body(with(m{"claim": ref("ClaimToken"), "payload": tObj, "role": tStr}), "claim", "payload", "role"),
+		"BulkBody": body(with(m{
+			"requested_by": ref("AgentRef"),
+			"filter": body(m{
+				"state": m{"type": "string", "enum": kernel.TurnStates()}, "target_agent_id": tID, "turn_kind": tStr, "tag": tTag,
+				"outcome": m{"type": "string", "enum": kernel.AllOutcomes}, "awaiting_input": tBool,
+			}),
+			"limit":  m{"type": "integer", "minimum": 1, "maximum": kernel.MaxBulk, "description": "Turns to act on at most (default 100)"},
+			"reason": m{"type": "string", "maxLength": kernel.MaxTextLen, "description": "kept as meta.reason of every event"},
+		}), "requested_by"),
+		"RecordBody": body(with(m{"claim": ref("ClaimToken"), "payload": tObj, "role": tStr}), "claim", "payload", "role"),
 		"FinishBody": body(with(m{
 			"claim": ref("ClaimToken"), "outcome": tStr, "final_payload": nullable(tObj), "final_record_role": tStr,
 			"retry": m{"type": "boolean", "description": "with outcome failed: queue the Turn again after its backoff while attempts remain, else finish it as dead"},

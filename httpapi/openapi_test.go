@@ -198,6 +198,8 @@ func TestOpenAPIValidatesLifecycle(t *testing.T) {
 	call(w, "POST", p+"/agents/w/claims:claim", map[string]any{"agent": ref("p", "w")}, 200).decode(t, &c)
 	call(w, "POST", p+"/turns/"+c.Turn.TurnID+":finish", map[string]any{"claim": c.Claim, "outcome": "failed"}, 200)
 	call(asAdmin, "POST", p+"/turns/"+c.Turn.TurnID+":retry", map[string]any{"requested_by": ref("p", "boss")}, 200)
+	call(asAdmin, "POST", p+"/management/turns:bulk-stop", map[string]any{"requested_by": ref("p", "boss"), "filter": map[string]any{"state": "queued"}, "limit": 5}, 200)
+	call(asAdmin, "POST", p+"/management/turns:bulk-retry", map[string]any{"requested_by": ref("p", "boss"), "filter": map[string]any{}, "reason": "again"}, 200)
 	call(w, "POST", p+"/claims:reconcile-expired", nil, 200)
 	call(w, "GET", p+"/agents/w/feed", nil, 200)
 	call(boss, "GET", p+"/projection/feed?after_ledger_seq=3&limit=5", nil, 200)

@@ -620,3 +620,221 @@ func (s *Server) retryTurn(w http.ResponseWriter, c *call) error {
 	}
 	return s.turnAfter(w, c, res.Seq, res.TurnID)
 }
+
+// bulkBody is the body of the bulk actions: a filter of the Turn list, a
+// limit, a reason.
+type bulkBody struct {
+	RequestedBy kernel.AgentRef `json:"requested_by"`
+	Filter      struct {
+		State         string `json:"state"`
+		TargetAgentID string `json:"target_agent_id"`
+		TurnKind      string `json:"turn_kind"`
+		Tag           string `json:"tag"`
+		Outcome       string `json:"outcome"`
+		AwaitingInput bool   `json:"awaiting_input"`
+	} `json:"filter"`
+	Limit  *int          `json:"limit"`
+	Reason string        `json:"reason"`
+	Meta   *kernel.Meta  `json:"meta"`
+	Trace  *kernel.Trace `json:"trace"`
+}
+
+// DefaultBulkLimit is the limit of a bulk action that names none.
+const DefaultBulkLimit = 100
+
+// bulk reads a bulk action's body and its filter.
+func (s *Server) bulk(c *call) (bulkBody, projection.TurnFilter, int, error) {
+	var b bulkBody
+	var f projection.TurnFilter
+	if err := s.decode(c, &b, false); err != nil {
+		return b, f, 0, err
+	}
+	limit := DefaultBulkLimit
+	if b.Limit != nil {
+		limit = *b.Limit
+	}
+	if limit < 1 || limit > kernel.MaxBulk {
+		return b, f, 0, kernel.Errorf(kernel.Validation, "limit must be from 1 to %d", kernel.MaxBulk)
+	}
+	fl := b.Filter
+	if fl.State != "" && !slices.Contains(kernel.TurnStates(), fl.State) {
+		return b, f, 0, kernel.Errorf(kernel.Validation, "filter.state must be one of %s; not %q", strings.Join(kernel.TurnStates(), ", "), fl.State)
+	}
+	if fl.Outcome != "" && !slices.Contains(kernel.AllOutcomes, fl.Outcome) {
+		return b, f, 0, kernel.Errorf(kernel.Validation, "filter.outcome must be one of %s; not %q", strings.Join(kernel.AllOutcomes, ", "), fl.Outcome)
+	}
+	if fl.TargetAgentID != "" && !kernel.ValidID(fl.TargetAgentID) {
+		return b, f, 0, kernel.Errorf(kernel.Validation, "filter.target_agent_id %q must be 1 to 128 letters, digits, '_' or '-'", fl.TargetAgentID)
+	}
+	if fl.Tag != "" {
+		if !kernel.ValidTag(fl.Tag) {
+			return b, f, 0, kernel.Errorf(kernel.Validation, "filter.tag must be 1 to 64 letters, digits, '.', '_', ':' or '-'; not %q", fl.Tag)
+		}
+		f.Tags = []string{fl.Tag}
+	}
+	if err := textFieldLen("reason", b.Reason, kernel.MaxTextLen); err != nil {
+		return b, f, 0, err
+	}
+	f.State, f.TargetAgentID, f.TurnKind, f.Outcome, f.AwaitingInputOnly = fl.State, fl.TargetAgentID, fl.TurnKind, fl.Outcome, fl.AwaitingInput
+	return b, f, limit, nil
+}
+
+func textFieldLen(name, v string, max int) error {
+	if len(v) > max {
+		return kernel.Errorf(kernel.Validation, "%s must be at most %d bytes", name, max)
+	}
+	return nil
+}
+
+// bulkCommon is the command's common part, the reason in its meta.
+func bulkCommon(c *call, b bulkBody) kernel.Common {
+	meta := b.Meta
+	if b.Reason != "" && (meta == nil || meta.Reason == "") {
+		m := kernel.Meta{Reason: b.Reason}
+		if meta != nil {
+			m = *meta
+			m.Reason = b.Reason
+		}
+		meta = &m
+	}
+	return c.common(meta, b.Trace)
+}
+
+// matching walks the Turn list of f, oldest dispatch first, and returns up
+// to limit Turns that keep says to take, and whether more remain.
+func (s *Server) matching(c *call, f projection.TurnFilter, limit int, keep func([]projection.TurnView) ([]string, error)) ([]string, bool, error) {
+	var out []string
+	for {
+		pg, err := s.store.TurnsPage(c.project, f, projection.MaxLimit)
+		if err != nil {
+			return nil, false, err
+		}
+		ids, err := keep(pg.Items)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, id := range ids {
+			if len(out) == limit {
+				return out, true, nil
+			}
+			out = append(out, id)
+		}
+		if !pg.HasMore {
+			return out, false, nil
+		}
+		f.AfterSeq = pg.NextAfterSeq
+	}
+}
+
+// bulkStop stops the Turns not finished that match the filter, oldest
+// first, up to limit (kernel.BulkStop); calling it again goes on.
+func (s *Server) bulkStop(w http.ResponseWriter, c *call) error {
+	b, f, limit, err := s.bulk(c)
+	if err != nil {
+		return err
+	}
+	if f.State == kernel.StateFinished || f.Outcome != "" {
+		return kernel.Errorf(kernel.Validation, "bulk-stop stops Turns not finished: filter.state finished and filter.outcome match none")
+	}
+	if err := s.caughtUp(c); err != nil {
+		return err
+	}
+	ids, more, err := s.matching(c, f, limit, func(items []projection.TurnView) ([]string, error) {
+		var ids []string
+		for _, v := range items {
+			if stoppable(v) {
+				ids = append(ids, v.TurnID)
+			}
+		}
+		return ids, nil
+	})
+	if err != nil {
+		return err
+	}
+	stopped, seq, err := s.engine.BulkStop(c.ctx, c.project, kernel.BulkStop{Common: bulkCommon(c, b), TurnIDs: ids, RequestedBy: b.RequestedBy})
+	if err != nil {
+		return err
+	}
+	if err := s.wait(c.ctx, seq); err != nil {
+		return err
+	}
+	if len(stopped) < len(ids) || c.idemKey != "" {
+		// Turns finished meanwhile, or a retry answered from memory: look
+		// again whether any remain.
+		_, more, err = s.matching(c, f, 0, func(items []projection.TurnView) ([]string, error) {
+			for _, v := range items {
+				if stoppable(v) {
+					return []string{v.TurnID}, nil
+				}
+			}
+			return nil, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if stopped == nil {
+		stopped = []string{}
+	}
+	return s.ok(w, bulkStopResult{Stopped: stopped, HasMore: more})
+}
+
+// bulkRetry retries the finished Turns that match the filter and that
+// :retry accepts, oldest first, up to limit (kernel.BulkRetry), and answers
+// the new Turns' ids; calling it again goes on.
+func (s *Server) bulkRetry(w http.ResponseWriter, c *call) error {
+	b, f, limit, err := s.bulk(c)
+	if err != nil {
+		return err
+	}
+	if f.State != "" && f.State != kernel.StateFinished || f.Outcome != "" && !kernel.Retryable(f.Outcome) {
+		return kernel.Errorf(kernel.Validation, "bulk-retry retries finished Turns whose outcome is failed, dead, expired, timed_out or stopped")
+	}
+	f.State = kernel.StateFinished
+	if err := s.caughtUp(c); err != nil {
+		return err
+	}
+	retryable := func(items []projection.TurnView) ([]string, error) {
+		ids := make([]string, 0, len(items))
+		for _, v := range items {
+			ids = append(ids, v.TurnID)
+		}
+		return s.engine.RetryableOf(c.ctx, c.project, ids)
+	}
+	ids, more, err := s.matching(c, f, limit, retryable)
+	if err != nil {
+		return err
+	}
+	retried, seq, err := s.engine.BulkRetry(c.ctx, c.project, bulkCommon(c, b), b.RequestedBy, ids)
+	if err != nil {
+		return err
+	}
+	if err := s.wait(c.ctx, seq); err != nil {
+		return err
+	}
+	if c.idemKey != "" || len(retried) < len(ids) {
+		if _, more, err = s.matching(c, f, 0, retryable); err != nil {
+			return err
+		}
+	}
+	if retried == nil {
+		retried = []string{}
+	}
+	return s.ok(w, bulkRetryResult{Retried: retried, HasMore: more})
+}
+
+// stoppable reports whether bulk-stop acts on the Turn: not finished, and
+// not already asked to stop (its holder will).
+func stoppable(v projection.TurnView) bool {
+	return v.State != kernel.StateFinished && !(v.State == kernel.StateClaimed && v.StopRequested)
+}
+
+type bulkStopResult struct {
+	Stopped []string `json:"stopped"`
+	HasMore bool     `json:"has_more"`
+}
+
+type bulkRetryResult struct {
+	Retried []string `json:"retried"`
+	HasMore bool     `json:"has_more"`
+}

@@ -1252,6 +1252,26 @@ func (cmd Retry) decide(d decider) (*Event, error) {
 	if id := d.c.Caller.AgentID; a != nil && !a.Has(GrantManage) && id != t.Dispatch.RequestedBy.AgentID {
 		return nil, Errorf(Forbidden, "agent %s may not retry turn %s: only its requester or the %s grant may", id, t.ID, GrantManage)
 	}
+	return d.retry(t, cmd.NewTurnID, cmd.Original, cmd.OriginalAt)
+}
+
+// CanRetry reports whether :retry would dispatch a new Turn from the Turn
+// now (whoever asks): finished with a retryable outcome, not retried yet,
+// its target admitting work.
+func CanRetry(p *Project, turnID string) bool {
+	t := p.Turn(turnID)
+	if t == nil || t.State != StateFinished || !Retryable(t.Outcome) {
+		return false
+	}
+	if _, done := p.DispatchKeys[DispatchKeyOf(t.Dispatch.RequestedBy.AgentID, RetryKey(t.ID))]; done {
+		return false
+	}
+	a := p.Agents[t.Dispatch.TargetAgent.AgentID]
+	return a != nil && a.Admitting()
+}
+
+// retry decides the dispatch of the retry of t (Retry).
+func (d decider) retry(t *Turn, newTurnID string, o *TurnDispatched, originalAt time.Time) (*Event, error) {
 	if t.State != StateFinished {
 		return nil, Errorf(Conflict, "turn %s is %s: only a finished Turn can be retried", t.ID, t.State)
 	}
@@ -1262,7 +1282,6 @@ func (cmd Retry) decide(d decider) (*Event, error) {
 	if id, ok := d.p.DispatchKeys[DispatchKeyOf(t.Dispatch.RequestedBy.AgentID, key)]; ok {
 		return nil, Errorf(Conflict, "turn %s was already retried as turn %s; retry that one", t.ID, id)
 	}
-	o := cmd.Original
 	if o == nil {
 		return nil, Errorf(Internal, "the dispatch of turn %s is missing", t.ID)
 	}
@@ -1273,16 +1292,114 @@ func (cmd Retry) decide(d decider) (*Event, error) {
 	s.NotBefore = nil
 	for _, at := range []**time.Time{&s.ClaimBy, &s.Deadline} {
 		if *at != nil {
-			*at = ptr(d.now.Add((*at).Sub(cmd.OriginalAt)))
+			*at = ptr(d.now.Add((*at).Sub(originalAt)))
 		}
 	}
 	data := *o
 	data.DispatchKey, data.Schedule, data.RetryOf = key, s.utc(), t.ID
 	if data.RootTurnID == t.ID {
-		data.RootTurnID = cmd.NewTurnID // a root Turn's retry is a root of its own
+		data.RootTurnID = newTurnID // a root Turn's retry is a root of its own
 	}
 	data.BodyHash = HashSecret(t.ID + "\x00" + key)
-	return d.event(EvTurnDispatched, AggTurn, cmd.NewTurnID, &data), nil
+	return d.event(EvTurnDispatched, AggTurn, newTurnID, &data), nil
+}
+
+// MaxBulk bounds the Turns one bulk action changes.
+const MaxBulk = 1000
+
+// BulkStop stops the listed Turns (chosen by the caller's filter, oldest
+// first), each by its own event carrying RequestID, all or none: the admin
+// or an agent with the management grant. A Turn finished meanwhile, or
+// unknown, or whose holder was asked to stop already, is passed over.
+type BulkStop struct {
+	Common
+	TurnIDs     []string
+	RequestedBy AgentRef
+	RequestID   string
+}
+
+// Name is the command's stable name (see Command).
+func (BulkStop) Name() string { return "bulk_stop" }
+
+func (cmd BulkStop) decide(decider) (*Event, error) {
+	return nil, Errorf(Internal, "a bulk stop decides all its events at once")
+}
+
+func (cmd BulkStop) decideAll(d decider) ([]Event, error) {
+	if err := d.bulk(cmd.RequestedBy, len(cmd.TurnIDs)); err != nil {
+		return nil, err
+	}
+	var events []Event
+	for _, id := range cmd.TurnIDs {
+		t := d.p.Turn(id)
+		if t == nil || t.State == StateFinished || t.StopRequested && t.Claim != nil && d.now.Before(t.Claim.ExpiresAt) {
+			continue // finished, or its holder was asked already
+		}
+		events = append(events, *d.stopOne(t, cmd.RequestedBy, false, cmd.RequestID))
+	}
+	return events, nil
+}
+
+// bulk checks who may run a bulk action of n Turns.
+func (d decider) bulk(by AgentRef, n int) error {
+	a, err := d.p.Check(d.c.Caller, d.now)
+	if err != nil {
+		return err
+	}
+	if a != nil && !a.Has(GrantManage) {
+		return Errorf(Forbidden, "bulk actions need the %s grant", GrantManage)
+	}
+	if err := d.actingAs(by); err != nil {
+		return err
+	}
+	if n > MaxBulk {
+		return invalid("a bulk action takes at most %d Turns, not %d", MaxBulk, n)
+	}
+	return nil
+}
+
+// BulkRetry retries the listed Turns (RetryItems: each finished Turn with
+// the id of its retry and its dispatch as the ledger has it), each by its
+// own dispatch, all or none: the admin or an agent with the management
+// grant. A Turn :retry would not accept now is passed over.
+type BulkRetry struct {
+	Common
+	Items       []RetryItem
+	RequestedBy AgentRef
+}
+
+// RetryItem is one Turn of a BulkRetry.
+type RetryItem struct {
+	TurnID     string
+	NewTurnID  string
+	Original   *TurnDispatched
+	OriginalAt time.Time
+}
+
+// Name is the command's stable name (see Command).
+func (BulkRetry) Name() string { return "bulk_retry" }
+
+func (cmd BulkRetry) decide(decider) (*Event, error) {
+	return nil, Errorf(Internal, "a bulk retry decides all its events at once")
+}
+
+func (cmd BulkRetry) decideAll(d decider) ([]Event, error) {
+	if err := d.bulk(cmd.RequestedBy, len(cmd.Items)); err != nil {
+		return nil, err
+	}
+	var events []Event
+	for _, it := range cmd.Items {
+		t := d.p.Turn(it.TurnID)
+		if t == nil || !CanRetry(d.p, t.ID) {
+			continue
+		}
+		ev, err := d.retry(t, it.NewTurnID, it.Original, it.OriginalAt)
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, *ev)
+	}
+	return events, nil
 }
 
 // ReconcileExpired is claims:reconcile-expired as far as idempotency
