@@ -459,6 +459,26 @@ func (e *Engine) Authenticate(ctx context.Context, project, agentID, token strin
 	return c, err
 }
 
+// KnownCredential reports whether the token is an active credential of the
+// agent in the project as this engine last published it (authview.go),
+// without a lock, a look at the ledger or a load: cheap enough to tell a
+// valid request from a flood of wrong ones before throttling. A project not
+// loaded yet knows no credential. Authenticate still decides.
+func (e *Engine) KnownCredential(project, agentID, token string) bool {
+	e.mu.Lock()
+	s := e.projects[project]
+	e.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	v := s.auth.view.Load()
+	if v == nil {
+		return false
+	}
+	_, err := kernel.Authenticate(v.p, agentID, kernel.HashSecret(token), e.cfg.Now())
+	return err == nil
+}
+
 // newID draws an id with a prefix: 128 random bits in hex.
 func (e *Engine) newID(prefix string) (string, error) { return e.drawID(prefix, 0) }
 

@@ -24,11 +24,16 @@ import (
 //     (Config.AuthFailures): one per remote address, one per claimed agent
 //     (project and X-Svc-Agent-Id). Each failure takes a token; a request
 //     from an address whose bucket is empty is answered 429
-//     TooManyRequestsError with Retry-After before any credential is looked
-//     at. An agent whose bucket is empty is refused the same way only from
-//     addresses that have failed recently themselves, so a flood of wrong
-//     tokens naming an agent never locks out the agent's own, successful
-//     client. Successful requests never take a token.
+//     TooManyRequestsError with Retry-After, unless its credential is one
+//     the engine knows as valid (engine.KnownCredential: a hash look-up in
+//     the published view, no I/O), so a flood of wrong tokens from an
+//     address (a laptop, a NAT, a proxy) never locks out the valid agents
+//     there; the flood itself still gets 429s and learns nothing more. An
+//     agent whose bucket is empty is refused the same way only from
+//     addresses that have failed recently themselves. Successful requests
+//     never take a token.
+//   - The in-flight counter of a project exists only while a request of it
+//     is in flight: requests naming made-up projects leave nothing behind.
 
 // Rate is a token bucket: Burst tokens, refilled at one per Every (the
 // throttle of failed authentication, shared with package authn).
@@ -77,22 +82,35 @@ func (s *shedder) admitInstance() (release func(), err error) {
 	return s.instance.release, nil
 }
 
-// admitProject takes a slot of the project; release gives it back.
+// admitProject takes a slot of the project; release gives it back. A
+// project's counter is made by its first request in flight and dropped by
+// its last, under s.mu, so the map holds only projects with requests in
+// flight.
 func (s *shedder) admitProject(project string) (release func(), err error) {
 	if s.perProject <= 0 {
 		return func() {}, nil
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	l := s.projects[project]
 	if l == nil {
 		l = &limiter{max: s.perProject}
 		s.projects[project] = l
 	}
-	s.mu.Unlock()
 	if !l.acquire() {
 		return nil, &statusError{errUnavailable, fmt.Sprintf("project %s is at its bound of %d requests in flight; retry after the time in Retry-After", project, s.perProject), time.Second}
 	}
-	return l.release, nil
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			l.release()
+			if l.n.Load() == 0 {
+				delete(s.projects, project)
+			}
+		})
+	}, nil
 }
 
 // slots are the in-flight slots a request holds; released once, at the

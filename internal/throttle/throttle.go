@@ -5,9 +5,10 @@
 // Each failure of a key takes a token from its bucket; a key whose bucket is
 // empty must wait (Wait says how long) until a token comes back, one per
 // Rate.Every. Only keys that failed recently are kept: a bucket that is full
-// again is forgotten, and at most a fixed number of keys are kept (beyond
+// again is forgotten (when its key is next looked at, or by a sweep every few
+// thousand failures), and at most a fixed number of keys are kept (beyond
 // it, new keys share one overflow bucket), so memory stays bounded whatever
-// a flood sends.
+// a flood sends, and comes back once the flood stops.
 package throttle
 
 import (
@@ -40,6 +41,32 @@ type Buckets struct {
 	maxKeys int
 	mu      sync.Mutex
 	keys    map[string]*bucket
+	fails   int // failures since the last sweep
+}
+
+// sweepEvery is how many failures pass between two sweeps of the buckets
+// that are full again: a sweep costs the keys kept, so this keeps it to a
+// few operations per failure, and keys that stop failing do not linger.
+const sweepEvery = 4096
+
+// sweep forgets the buckets that are full again at now. A map keeps the
+// memory of its largest size, so once most keys are gone the rest move to a
+// map of their own size.
+func (t *Buckets) sweep(now time.Time) {
+	n := len(t.keys)
+	for k, b := range t.keys {
+		if t.refill(b, now) {
+			delete(t.keys, k)
+		}
+	}
+	if len(t.keys) < n/2 {
+		keys := make(map[string]*bucket, len(t.keys))
+		for k, b := range t.keys {
+			keys[k] = b
+		}
+		t.keys = keys
+	}
+	t.fails = 0
 }
 
 // maxKeys bounds the keys kept: about 100 bytes each, 10 MB at most.
@@ -98,6 +125,9 @@ func (t *Buckets) Fail(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
+	if t.fails++; t.fails >= sweepEvery {
+		t.sweep(now)
+	}
 	b := t.keys[key]
 	if b == nil {
 		if len(t.keys) >= t.maxKeys {
