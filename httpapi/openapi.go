@@ -365,13 +365,17 @@ func buildOpenAPI(routes []route) m {
 		}
 		content := m{respType: m{"schema": op.resp}}
 		if op.stream {
-			content["text/event-stream"] = m{
-				"schema":      m{"type": "string"},
-				"description": "Sent when the request has Accept: text/event-stream. One event per feed item: `id: <ledger_seq>`, `event: <type>`, `data: <FeedItem JSON>`; `: heartbeat` comments; an `error` event with an ErrorBody when access is lost.",
-			}
+			// A Media Type Object has no description: the stream's is its
+			// schema's, and the response's says when it is sent.
+			content["text/event-stream"] = m{"schema": m{"type": "string",
+				"description": "One event per feed item: `id: <ledger_seq>`, `event: <type>`, `data: <FeedItem JSON>`; `: heartbeat` comments; an `error` event with an ErrorBody when access is lost."}}
+		}
+		desc := "OK"
+		if op.stream {
+			desc = "OK: a page, or with Accept: text/event-stream a live stream of the items."
 		}
 		responses := m{
-			"200":     m{"description": "OK", "content": content},
+			"200":     m{"description": desc, "content": content},
 			"default": errResp("An error: ErrorBody with the error name and a message (401, 403, 404, 409, 413, 422, 400, 503, 500)."),
 		}
 		o := m{"operationId": op.id, "summary": op.summary, "tags": []string{op.tag}, "responses": responses}
