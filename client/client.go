@@ -63,6 +63,43 @@
 // RetryTurn dispatches a new Turn from a finished one that failed, died,
 // expired, timed out or was stopped; a Turn is retried once (a second
 // RetryTurn is a 409, ErrConflict).
+//
+// # Waiting for people
+//
+// A handler that needs an answer from a person suspends its Turn with
+// Job.AwaitInput (SuspendTurnForInput outside a Worker), which returns the
+// input token and URL once. The handler hands them to the person (a chat
+// message, an e-mail, a form) and returns: the Worker neither renews nor
+// finishes a Turn that waits for input. The answer queues the Turn again,
+// and it comes back to a handler through a claim with the answer in its
+// context (role "input"; Job.LatestInput reads it):
+//
+//	func(ctx context.Context, job *client.Job) (client.Result, error) {
+//		answer, err := job.LatestInput(ctx)
+//		if err != nil {
+//			return client.Result{}, err
+//		}
+//		if answer == nil {
+//			wait, err := job.AwaitInput(ctx, "Approve the refund?", schema, nil)
+//			if err != nil {
+//				return client.Result{}, err
+//			}
+//			return client.Result{}, notify(ctx, wait.InputURL, wait.InputToken)
+//		}
+//		... // answer is the JSON object the person sent
+//	}
+//
+// Whoever holds the token answers with ProvideInputWithToken(ctx, url,
+// token, input), which sends no other credential; the Turn's requester, an
+// agent with the management grant or the admin answer with
+// ProvideTurnInput. ListTurns with TurnQuery.AwaitingInput lists what waits.
+//
+// # Trees, tags and bulk actions
+//
+// StopTurnTree stops a Turn and every descendant not finished, all or none.
+// DispatchRequest.Tags labels a Turn (TurnQuery.Tags filters the list by
+// them). BulkStopTurns and BulkRetryTurns act on the Turns a BulkFilter
+// matches, at most Limit a call, oldest first; HasMore says to call again.
 package client
 
 import (
@@ -84,7 +121,9 @@ type Client struct {
 	agent   string
 	token   string
 	admin   string // the admin bearer, when no agent credentials
-	ua      string
+	// inputToken, set by ProvideInputWithToken only, is sent alone.
+	inputToken string
+	ua         string
 }
 
 // Option configures a Client.
@@ -157,6 +196,8 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	}
 	setIdempotencyKey(ctx, req)
 	switch {
+	case c.inputToken != "":
+		req.Header.Set("Authorization", "Bearer "+c.inputToken)
 	case c.agent != "":
 		req.Header.Set("X-Svc-Project-Id", c.project)
 		req.Header.Set("X-Svc-Agent-Id", c.agent)

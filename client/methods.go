@@ -243,6 +243,62 @@ func (c *Client) StopTurn(ctx context.Context, project, turn string, requestedBy
 	return &out, err
 }
 
+// StopTurnTree stops the Turn and every descendant not finished, each by
+// its own event, all or none (a stop under a live claim is a stop request
+// its holder sees), and returns the Turn. A tree of more than 1000 Turns
+// not finished is an *Error with status 409, as is a child dispatched later
+// under a Turn of the tree. requestedBy is who asks, as for StopTurn.
+func (c *Client) StopTurnTree(ctx context.Context, project, turn string, requestedBy AgentRef) (*Turn, error) {
+	var out Turn
+	_, err := c.do(ctx, "POST", projectPath(project, "/management/turns/", seg(turn), ":stop"), nil, map[string]any{"requested_by": requestedBy, "cascade": true}, &out)
+	return &out, err
+}
+
+// ProvideTurnInput answers a Turn suspended for input, as the client's
+// credential: the Turn's requester, an agent with the management grant or
+// the admin. input is encoded as a JSON object; it becomes a semantic
+// record of the Turn with role "input", and the Turn goes back to its
+// queue (the answer shows it queued). A Turn not awaiting input is an
+// *Error with status 409. Whoever holds only the input token answers with
+// ProvideInputWithToken.
+func (c *Client) ProvideTurnInput(ctx context.Context, project, turnID string, input any) (*Turn, error) {
+	var out Turn
+	_, err := c.do(ctx, "POST", projectPath(project, "/turns/", seg(turnID), ":provide-input"), nil, map[string]any{"input": input}, &out)
+	return &out, err
+}
+
+// BulkStopTurns stops the Turns not finished that r.Filter matches, oldest
+// dispatch first, at most r.Limit (a claimed Turn gets a stop request its
+// holder sees), and says with HasMore whether more match: call again to go
+// on. The filter may not ask for finished Turns or an outcome. The admin
+// or an agent with the management grant may call it; r.RequestedBy left
+// empty is the client's own agent.
+func (c *Client) BulkStopTurns(ctx context.Context, project string, r BulkRequest) (*BulkStopResult, error) {
+	c.defaultRequester(&r.RequestedBy)
+	var out BulkStopResult
+	_, err := c.do(ctx, "POST", projectPath(project, "/management/turns:bulk-stop"), nil, r, &out)
+	return &out, err
+}
+
+// BulkRetryTurns retries the finished Turns that r.Filter matches and that
+// RetryTurn would accept (outcome failed, dead, expired, timed_out or
+// stopped, not retried yet, a target that admits work), oldest dispatch
+// first, at most r.Limit, and returns the new Turns' ids; HasMore says
+// whether more match. Who may call it is as for BulkStopTurns.
+func (c *Client) BulkRetryTurns(ctx context.Context, project string, r BulkRequest) (*BulkRetryResult, error) {
+	c.defaultRequester(&r.RequestedBy)
+	var out BulkRetryResult
+	_, err := c.do(ctx, "POST", projectPath(project, "/management/turns:bulk-retry"), nil, r, &out)
+	return &out, err
+}
+
+// defaultRequester fills an empty requested_by with the client's agent.
+func (c *Client) defaultRequester(r *AgentRef) {
+	if *r == (AgentRef{}) && c.agent != "" {
+		*r = AgentRef{ProjectID: c.project, AgentID: c.agent}
+	}
+}
+
 // ResumeTurn resumes a suspended Turn.
 func (c *Client) ResumeTurn(ctx context.Context, project, turn string, requestedBy AgentRef) (*Turn, error) {
 	var out Turn
@@ -261,9 +317,7 @@ func (c *Client) ResumeTurn(ctx context.Context, project, turn string, requested
 // grant or the admin may retry it; r.RequestedBy left empty is the
 // client's own agent.
 func (c *Client) RetryTurn(ctx context.Context, project, turnID string, r RetryRequest) (*Turn, error) {
-	if r.RequestedBy == (AgentRef{}) && c.agent != "" {
-		r.RequestedBy = AgentRef{ProjectID: c.project, AgentID: c.agent}
-	}
+	c.defaultRequester(&r.RequestedBy)
 	var out Turn
 	_, err := c.do(ctx, "POST", projectPath(project, "/turns/", seg(turnID), ":retry"), nil, r, &out)
 	return &out, err
@@ -315,6 +369,24 @@ func (c *Client) AppendSemanticRecord(ctx context.Context, claim ClaimToken, rol
 func (c *Client) SuspendTurn(ctx context.Context, claim ClaimToken) (*Turn, error) {
 	var out Turn
 	_, err := c.do(ctx, "POST", projectPath(claim.ProjectID, "/turns/", seg(claim.TurnID), ":suspend"), nil, map[string]any{"claim": claim}, &out)
+	return &out, err
+}
+
+// SuspendTurnForInput suspends the claimed Turn until someone answers
+// wait: the Turn becomes suspended with AwaitingInput (prompt, schema,
+// input_by; never the token) and the claim is released. The answer carries,
+// this once, the input token and the URL that answer the wait: hand them
+// to the person (or system) who should answer, who calls
+// ProvideInputWithToken (or POSTs the URL with the token as the bearer).
+// The Turn's requester, a management agent or the admin may answer too
+// (ProvideTurnInput). Once answered, the Turn is queued again for its
+// target, and the next claim reads the input in the Turn's context (a
+// record with role "input"). Retried with its Idempotency-Key, the suspend
+// answers the same token.
+func (c *Client) SuspendTurnForInput(ctx context.Context, claim ClaimToken, wait InputWait) (*InputWaitResult, error) {
+	var out InputWaitResult
+	_, err := c.do(ctx, "POST", projectPath(claim.ProjectID, "/turns/", seg(claim.TurnID), ":suspend"), nil,
+		map[string]any{"claim": claim, "awaiting_input": wait}, &out)
 	return &out, err
 }
 
@@ -386,6 +458,10 @@ func (c *Client) ListTurns(ctx context.Context, project string, q TurnQuery) (*P
 	if q.Priority != 0 {
 		v.Set("priority", strconv.Itoa(q.Priority))
 	}
+	for _, tag := range q.Tags {
+		v.Add("tag", tag)
+	}
+	flag(v, "awaiting_input", q.AwaitingInput)
 	flag(v, "stop_requested_only", q.StopRequestedOnly)
 	if q.AfterLedgerSeq > 0 {
 		v.Set("after_ledger_seq", strconv.FormatUint(q.AfterLedgerSeq, 10))

@@ -306,22 +306,36 @@ func TestRetryTurn(t *testing.T) {
 }
 
 // TestTypesMirrorTheOpenAPIDocument: every property of the schemas the
-// scheduling touches has a field in the client's type of it.
+// scheduling, the input waits and the bulk actions touch has a field in the
+// client's type of it (an embedded type's fields count).
 func TestTypesMirrorTheOpenAPIDocument(t *testing.T) {
 	s := startServer(t, 0)
 	raw, err := s.admin(t).OpenAPI(context.Background())
 	if err != nil {
 		t.Fatalf("OpenAPI = %v", err)
 	}
+	type schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
 	var doc struct {
 		Components struct {
-			Schemas map[string]struct {
-				Properties map[string]json.RawMessage `json:"properties"`
-			} `json:"schemas"`
+			Schemas map[string]schema `json:"schemas"`
 		} `json:"components"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
+	}
+	// propsOf reads a schema's properties, or with "Schema.field" those of
+	// the object one of its properties is.
+	propsOf := func(name string) map[string]json.RawMessage {
+		top, field, nested := strings.Cut(name, ".")
+		props := doc.Components.Schemas[top].Properties
+		if !nested {
+			return props
+		}
+		var sub schema
+		json.Unmarshal(props[field], &sub)
+		return sub.Properties
 	}
 	for _, c := range []struct {
 		schema string
@@ -333,16 +347,19 @@ func TestTypesMirrorTheOpenAPIDocument(t *testing.T) {
 		{"FinishBody", client.FinishRequest{}, []string{"claim"}},
 		{"RequestedByBody", client.RetryRequest{}, nil},
 		{"Backoff", client.Backoff{}, nil},
+		{"SuspendBody.awaiting_input", client.InputWait{}, nil},
+		{"SuspendResult", client.InputWaitResult{}, nil},
+		{"BulkBody", client.BulkRequest{}, nil},
+		{"BulkBody.filter", client.BulkFilter{}, nil},
 	} {
-		props := doc.Components.Schemas[c.schema].Properties
+		props := propsOf(c.schema)
 		if len(props) == 0 {
 			t.Errorf("the OpenAPI document has no schema %s", c.schema)
 			continue
 		}
 		tags := map[string]bool{}
-		rt := reflect.TypeOf(c.v)
-		for i := range rt.NumField() {
-			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		for _, f := range reflect.VisibleFields(reflect.TypeOf(c.v)) {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 			tags[name] = true
 		}
 		var missing []string

@@ -366,6 +366,27 @@ type AwaitingInput struct {
 	InputBy *time.Time      `json:"input_by"`
 }
 
+// InputWait is what a Turn suspended for input asks (SuspendTurnForInput):
+// Prompt, the question (required); Schema, a JSON Schema of the answer
+// (encoded as JSON; nil for none), shown to whoever answers; InputBy, the
+// time by which the answer must come (nil: no limit), after which the Turn
+// ends with outcome timed_out.
+type InputWait struct {
+	Prompt  string     `json:"prompt"`
+	Schema  any        `json:"schema"`
+	InputBy *time.Time `json:"input_by"`
+}
+
+// InputWaitResult is the answer of SuspendTurnForInput: the Turn, now
+// suspended with AwaitingInput, and, this once, the input token and the
+// absolute URL that answer the wait (ProvideInputWithToken). InputToken is
+// a secret: hand it only to whoever should answer.
+type InputWaitResult struct {
+	Turn
+	InputToken string `json:"input_token"`
+	InputURL   string `json:"input_url"`
+}
+
 // DispatchRequest dispatches a Turn. Input is encoded as JSON.
 //
 // The schedule fields are optional; a nil one is not sent and the server's
@@ -413,6 +434,46 @@ type RetryRequest struct {
 	RequestedBy AgentRef `json:"requested_by"`
 	Meta        *Meta    `json:"meta,omitempty"`
 	Trace       *Trace   `json:"trace,omitempty"`
+}
+
+// BulkRequest is a bulk action (BulkStopTurns, BulkRetryTurns): the Turns
+// Filter matches, oldest dispatch first, at most Limit of them (1 to 1000;
+// 0: the server's default, 100). RequestedBy is who acts: the client's own
+// agent when left empty (the admin names any agent of the project). Reason
+// becomes each event's meta.reason.
+type BulkRequest struct {
+	RequestedBy AgentRef   `json:"requested_by"`
+	Filter      BulkFilter `json:"filter"`
+	Limit       int        `json:"limit,omitempty"`
+	Reason      string     `json:"reason,omitempty"`
+	Meta        *Meta      `json:"meta,omitempty"`
+	Trace       *Trace     `json:"trace,omitempty"`
+}
+
+// BulkFilter is the filter of a bulk action: the Turn list's filters
+// (TurnQuery), with one tag at most. An empty field matches any Turn.
+type BulkFilter struct {
+	State         string `json:"state,omitempty"`
+	TargetAgentID string `json:"target_agent_id,omitempty"`
+	TurnKind      string `json:"turn_kind,omitempty"`
+	Tag           string `json:"tag,omitempty"`
+	Outcome       string `json:"outcome,omitempty"`
+	AwaitingInput bool   `json:"awaiting_input,omitempty"`
+}
+
+// BulkStopResult lists the Turns a bulk stop stopped (or asked to stop,
+// for a claimed Turn: its holder stops it); HasMore says whether more
+// match: call again to go on.
+type BulkStopResult struct {
+	Stopped []string `json:"stopped"`
+	HasMore bool     `json:"has_more"`
+}
+
+// BulkRetryResult lists the new Turns a bulk retry dispatched, one per
+// retried Turn; HasMore says whether more match: call again to go on.
+type BulkRetryResult struct {
+	Retried []string `json:"retried"`
+	HasMore bool     `json:"has_more"`
 }
 
 // WorkMemoryReport is a work-memory report manifest.
@@ -496,7 +557,9 @@ type TurnQuery struct {
 	TurnKind          string
 	State             string
 	Outcome           string
-	Priority          int // 1 to 5; 0: any
+	Priority          int      // 1 to 5; 0: any
+	Tags              []string // Turns carrying every one of them
+	AwaitingInput     bool     // only Turns suspended for input
 	StopRequestedOnly bool
 	AfterLedgerSeq    uint64
 	Limit             int

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,8 @@ type Job struct {
 
 	mu            sync.Mutex
 	stopRequested bool
+	awaiting      bool // AwaitInput is suspending the Turn, or has
+	suspended     bool // AwaitInput has suspended the Turn
 }
 
 // Append appends a semantic record under the job's claim. A record
@@ -39,6 +42,74 @@ func (j *Job) Append(ctx context.Context, role string, payload any) (*RecordResu
 		j.markStop()
 	}
 	return res, err
+}
+
+// AwaitInput suspends the job's Turn until someone answers prompt: a
+// person, a chat bot, another system. schema, a JSON Schema of the answer
+// (nil for none), and inputBy, the time by which the answer must come (nil:
+// no limit; then the Turn ends as timed_out), are shown to whoever answers.
+// It returns the input token and URL, this once: the handler hands them to
+// whoever should answer (ProvideInputWithToken), and returns.
+//
+// Once AwaitInput has succeeded the job is over but the Turn is not
+// finished: the claim is released, the worker stops renewing it and does
+// not finish the Turn, whatever the handler returns. When the answer
+// arrives the Turn is queued again for its target and comes back to a
+// handler through a claim, with the answer in its context (a record with
+// role "input": LatestInput). The suspend is sent with an Idempotency-Key
+// and retried with it like Append, so a retry answers the same token.
+func (j *Job) AwaitInput(ctx context.Context, prompt string, schema any, inputBy *time.Time) (*InputWaitResult, error) {
+	claim := j.claim()
+	j.mu.Lock()
+	j.awaiting = true // a renewal refused from now on is the suspend's doing
+	j.mu.Unlock()
+	var res *InputWaitResult
+	err := retryKeyed(ctx, 5, j.delay, func(ctx context.Context) error {
+		var err error
+		res, err = j.c.SuspendTurnForInput(ctx, claim, InputWait{Prompt: prompt, Schema: schema, InputBy: inputBy})
+		return err
+	})
+	j.mu.Lock()
+	j.awaiting, j.suspended = err == nil, err == nil
+	j.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// LatestInput returns the payload of the Turn's latest record with role
+// "input" (an answer to AwaitInput), or nil when it has none.
+func (j *Job) LatestInput(ctx context.Context) (json.RawMessage, error) {
+	var latest json.RawMessage
+	var after uint64
+	for {
+		pg, err := j.c.TurnContext(ctx, j.Turn.ProjectID, j.Turn.TurnID, after, 200)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range pg.Items {
+			if it.Role == "input" {
+				latest = it.Payload
+			}
+		}
+		if !pg.More() || pg.NextAfterTurnSeq == nil {
+			return latest, nil
+		}
+		after = *pg.NextAfterTurnSeq
+	}
+}
+
+func (j *Job) suspendedForInput() bool { _, s := j.inputWait(); return s }
+
+func (j *Job) suspendingForInput() bool { a, _ := j.inputWait(); return a }
+
+// inputWait reports whether AwaitInput is suspending the Turn or has, and
+// whether it has.
+func (j *Job) inputWait() (awaiting, suspended bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.awaiting, j.suspended
 }
 
 // StopRequested reports whether an operator asked to stop the Turn; the
@@ -77,6 +148,7 @@ type Result struct {
 // shutdown runs out of patience; context.Cause(ctx) is then ErrStopRequested,
 // ErrClaimLost or ErrShutdown. A nil error finishes the Turn with the Result;
 // an error finishes it as failed, or as stopped when a stop was requested.
+// After Job.AwaitInput the Turn waits for input and is not finished here.
 // An error made by RetryLater (found with errors.As, so it may be wrapped)
 // finishes it as failed with a retry asked: the service queues the Turn
 // again after its backoff, or ends it as dead when its MaxAttempts are
@@ -311,6 +383,11 @@ func (w *Worker) run(hard context.Context, res *ClaimResult) {
 	<-renewDone
 	log := w.cfg.Logger.With("turn_id", res.Turn.TurnID)
 	switch {
+	case job.suspendedForInput():
+		if herr != nil {
+			log.Warn("turnledger worker: the handler failed after suspending the Turn for input; the Turn waits for its input", "err", herr)
+		}
+		return
 	case errors.Is(cause, ErrClaimLost):
 		log.Warn("turnledger worker: the claim was lost; the Turn is not finished here")
 		return
@@ -390,6 +467,11 @@ func (w *Worker) renew(ctx context.Context, job *Job, cancel context.CancelCause
 			return
 		case <-t.C:
 		}
+		if awaiting, suspended := job.inputWait(); suspended {
+			return // the suspend released the claim
+		} else if awaiting {
+			continue // a suspend is under way: it releases the claim or fails
+		}
 		if failures == 0 {
 			key = NewIdempotencyKey()
 		}
@@ -405,6 +487,8 @@ func (w *Worker) renew(ctx context.Context, job *Job, cancel context.CancelCause
 			}
 		case ctx.Err() != nil:
 			return
+		case refusedForGood(err) && job.suspendingForInput():
+			return // the suspend released the claim
 		case refusedForGood(err):
 			cancel(ErrClaimLost)
 			return

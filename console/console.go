@@ -19,14 +19,34 @@
 //	#/p/{project}/agents        the agent directory
 //	#/p/{project}/agents/{id}   one agent: snapshot, drain/resume, its feed
 //	#/p/{project}/turns?…       Turns with the filters of projection/turns (state,
-//	                            outcome, priority, kind, target, stop requested),
-//	                            their priority, cursor paging
-//	#/p/{project}/turns/{id}    one Turn: snapshot, schedule (priority, not_before,
-//	                            claim_by, deadline, attempts of max_attempts,
-//	                            retry_backoff, retry_of), claim countdown, context,
-//	                            live feed, lineage tree, stop/resume, and retry of
-//	                            a failed, dead, expired, timed_out or stopped Turn
+//	                            outcome, priority, kind, target, tag, waiting for
+//	                            input, stop requested), their priority and tags,
+//	                            cursor paging; Stop all and Retry all for the
+//	                            filter (bulk-stop, bulk-retry)
+//	#/p/{project}/turns/{id}    one Turn: snapshot, tags, schedule (priority,
+//	                            not_before, claim_by, deadline, attempts of
+//	                            max_attempts, retry_backoff, retry_of), claim
+//	                            countdown, context, live feed, lineage tree,
+//	                            stop/stop tree/resume, retry of a failed, dead,
+//	                            expired, timed_out or stopped Turn, and the
+//	                            answer form of a Turn waiting for input
 //	#/p/{project}/feed          the live project feed, with pause
+//
+// Waiting for input: the Turn page shows the prompt, input_by and schema of
+// a Turn's awaiting_input and answers it with :provide-input as the signed-in
+// credential. A schema that is an object whose properties are strings,
+// numbers, integers or booleans (enums as selects, required fields marked)
+// becomes a form; any other answer is typed as a JSON object.
+//
+// Bulk actions: Stop all and Retry all send the list's filter (state,
+// outcome, kind, target, tag, waiting for input) with limit 100; a list also
+// filtered by priority or stop requested offers neither, since the API's
+// bulk filter has no such fields and would match more than the list shows.
+// The confirmation counts the matching Turns of the page shown; the answer
+// says how many were stopped or retried and, when more match, offers to go
+// on. The API wants an existing agent in requested_by: an agent acts as
+// itself (it needs the management grant); the admin names the requester of
+// the first Turn of the page, and the confirmation says so.
 package console
 
 import (

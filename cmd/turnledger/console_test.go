@@ -805,3 +805,169 @@ func TestConsoleSchedule(t *testing.T) {
 	}
 	consoleShot(t, ctx, "turn-retry-refused.png")
 }
+
+// TestConsolePeople answers a Turn waiting for input through the form the
+// console makes from its schema and sees it queued with the answer in its
+// context; lists Turns by tag and by waiting for input; stops a tree from
+// its root; and stops every queued Turn of a tag with the Turn list's Stop
+// all, after a confirmation that counts them.
+func TestConsolePeople(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := startServe(t, dir)
+	s := newConsoleScenario(t, base, dir)
+	dispatch := func(to, key string, tags ...string) string {
+		var v struct {
+			TurnID string `json:"turn_id"`
+		}
+		json.Unmarshal(s.planner.call("POST", "/v3r1/projects/demo/turns:dispatch", map[string]any{
+			"requested_by": agentRef("demo", "planner"), "target_agent": agentRef("demo", to),
+			"input": map[string]any{"text": "Draft the announcement " + key}, "turn_kind": "summarize",
+			"dispatch_key": key, "authority": map[string]any{"mode": "root_request", "request_id": "r-" + key}, "tags": tags,
+		}, 200), &v)
+		return v.TurnID
+	}
+	// The writer claims a tagged Turn and suspends it for input.
+	ask := dispatch("writer", "k-ask", "announce", "needs-review")
+	var won struct {
+		Claim map[string]any `json:"claim"`
+	}
+	json.Unmarshal(s.writer.call("POST", "/v3r1/projects/demo/agents/writer/claims:claim", map[string]any{"agent": agentRef("demo", "writer")}, 200), &won)
+	if won.Claim["turn_id"] != ask {
+		t.Fatalf("the writer claimed %v, want %s", won.Claim["turn_id"], ask)
+	}
+	schema := map[string]any{"type": "object", "required": []string{"tone"}, "properties": map[string]any{
+		"tone":   map[string]any{"type": "string", "enum": []string{"formal", "casual"}, "description": "How the announcement should sound"},
+		"words":  map[string]any{"type": "integer", "minimum": 50},
+		"urgent": map[string]any{"type": "boolean"},
+	}}
+	s.writer.call("POST", "/v3r1/projects/demo/turns/"+ask+":suspend", map[string]any{"claim": won.Claim,
+		"awaiting_input": map[string]any{"prompt": "Which tone should the announcement take?", "schema": schema, "input_by": nil}}, 200)
+
+	var reqs consoleRequests
+	ctx := consoleBrowser(t, &reqs)
+	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "), "demo")
+	const listed = `[...document.querySelectorAll('#turns-table a.turn-link')].map(a => a.textContent)`
+
+	// What waits for people, through the list's filter.
+	consoleDo(t, ctx, "list the Turns waiting for input",
+		chromedp.Navigate(base+"/console/#/p/demo/turns"),
+		consoleSettled(),
+		chromedp.Click(css(`#turn-filters input[name=awaiting_input]`)),
+		chromedp.Click(css(`#turn-filters button[type=submit]`)),
+		chromedp.Poll[chromedp.Void](`location.hash.includes('awaiting_input=true')`),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
+	)
+	if rows := consoleGet(t, ctx, "read the list", chromedp.Evaluate[[]string](listed)); !cmp.Equal(rows, []string{ask}) {
+		t.Errorf("the Turns waiting for input = %v, want [%s]", rows, ask)
+	}
+	tags := consoleGet(t, ctx, "read the tags", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#turns-table a.tag')].map(a => a.textContent)`))
+	if !cmp.Equal(tags, []string{"announce", "needs-review"}) {
+		t.Errorf("the list shows the tags %v, want [announce needs-review]", tags)
+	}
+	consoleShot(t, ctx, "turns-awaiting-input.png")
+
+	// The Turn's page: its tags, the question, and a form from the schema.
+	consoleDo(t, ctx, "open the Turn waiting for input",
+		chromedp.Click(css(`#turns-table a.turn-link`)),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#awaiting-input #input-form`)),
+		chromedp.WaitVisible(css(`#turn-feed li[data-type="turn.suspended"]`)),
+	)
+	prompt := consoleGet(t, ctx, "read the prompt", chromedp.Text(css(`#input-prompt`)))
+	pageTags := consoleGet(t, ctx, "read the tags", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#turn-snapshot [data-field=tags] a.tag')].map(a => a.textContent)`))
+	controls := consoleGet(t, ctx, "read the form", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#input-form [name]')].map(e => e.name + ':' + (e.type || e.tagName) + (e.required ? '*' : ''))`))
+	if prompt != "Which tone should the announcement take?" || !cmp.Equal(pageTags, []string{"announce", "needs-review"}) {
+		t.Errorf("the Turn page shows the prompt %q and tags %v", prompt, pageTags)
+	}
+	// The server keeps the schema's properties in the order of their names.
+	if diff := cmp.Diff([]string{"tone:select-one*", "urgent:checkbox", "words:number"}, controls); diff != "" {
+		t.Errorf("the form made from the schema (-want +got):\n%s", diff)
+	}
+	consoleDo(t, ctx, "fill in the answer",
+		chromedp.SetValue(css(`#input-tone`), "1"), // casual
+		chromedp.SendKeys(css(`#input-words`), "120"),
+		chromedp.Click(css(`#input-urgent`)),
+	)
+	consoleShot(t, ctx, "turn-awaiting-input.png")
+	consoleDo(t, ctx, "send the answer",
+		chromedp.Click(css(`#input-submit`)),
+		chromedp.WaitVisible(css(`#turn-state.queued`)),
+		chromedp.WaitNotPresent(css(`#awaiting-input`)),
+		chromedp.WaitVisible(css(`#turn-context li[data-turn-seq="1"]`)),
+	)
+	record := consoleGet(t, ctx, "read the record", chromedp.Evaluate[string](
+		`(() => { const li = document.querySelector('#turn-context li[data-turn-seq="1"]'); return li.querySelector('.type').textContent + ' ' + JSON.stringify(JSON.parse(li.querySelector('pre').textContent)); })()`))
+	if want := `input {"tone":"casual","urgent":true,"words":120}`; record != want {
+		t.Errorf("the Turn's context shows %q, want %q", record, want)
+	}
+	if msg := consoleGet(t, ctx, "read the message", chromedp.Text(css(`#flash`))); msg != "Answer sent: the Turn is queued again." {
+		t.Errorf("after the answer the console says %q", msg)
+	}
+	consoleShot(t, ctx, "turn-input-answered.png")
+
+	// Stop tree on the claimed root: the root gets a stop request, its
+	// child (queued for helper) is stopped at once.
+	childNode := `#lineage li[data-turn="` + s.child + `"] > .node.finished`
+	consoleDo(t, ctx, "stop the root's tree",
+		chromedp.Navigate(base+"/console/#/p/demo/turns/"+s.root),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#turn-feed li[data-type="turn.claimed"]`)),
+		chromedp.Click(css(`#stop-tree`)),
+		chromedp.WaitVisible(css(`#confirm-ok`)),
+		chromedp.Click(css(`#confirm-ok`)),
+		chromedp.WaitVisible(css(`#turn-snapshot .badge.stop`)),
+		chromedp.WaitVisible(css(childNode)),
+	)
+	var child struct {
+		Outcome *string `json:"outcome"`
+	}
+	json.Unmarshal(s.admin.call("GET", "/v3r1/projects/demo/turns/"+s.child, nil, 200), &child)
+	if child.Outcome == nil || *child.Outcome != "stopped" {
+		t.Errorf("the child after Stop tree has outcome %v, want stopped", child.Outcome)
+	}
+
+	// Stop all on the queued Turns of a tag: the confirmation counts them,
+	// the answer says how many stopped, and the list is empty after.
+	var batch []string
+	for i := range 3 {
+		batch = append(batch, dispatch("helper", fmt.Sprintf("k-batch-%d", i), "batch"))
+	}
+	consoleDo(t, ctx, "list the queued Turns of the tag",
+		chromedp.Navigate(base+"/console/#/p/demo/turns?state=queued&tag=batch"),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
+	)
+	if rows := consoleGet(t, ctx, "read the list", chromedp.Evaluate[[]string](listed)); !cmp.Equal(rows, batch) {
+		t.Errorf("the queued Turns tagged batch = %v, want %v", rows, batch)
+	}
+	consoleDo(t, ctx, "ask to stop them all",
+		chromedp.Click(css(`#bulk-stop`)),
+		chromedp.WaitVisible(css(`#confirm-ok`)),
+	)
+	question := consoleGet(t, ctx, "read the confirmation", chromedp.Text(css(`#confirm-text`)))
+	if !strings.HasPrefix(question, "Stop the 3 Turn(s) of this page that match state=queued, tag=batch?") || !strings.Contains(question, "up to 100 per call") || !strings.Contains(question, "names planner") {
+		t.Errorf("the confirmation reads %q", question)
+	}
+	consoleShot(t, ctx, "turns-stop-all.png")
+	consoleDo(t, ctx, "stop them all",
+		chromedp.Click(css(`#confirm-ok`)),
+		chromedp.WaitVisible(css(`#bulk-result`)),
+		chromedp.WaitVisible(css(`#turns-empty`)),
+	)
+	if got := consoleGet(t, ctx, "read the answer", chromedp.Text(css(`#bulk-result`))); got != "Stopped 3 Turn(s). None left to act on." {
+		t.Errorf("after Stop all the list says %q", got)
+	}
+	for _, id := range append(batch, s.other) {
+		var v struct {
+			State   string  `json:"state"`
+			Outcome *string `json:"outcome"`
+		}
+		json.Unmarshal(s.admin.call("GET", "/v3r1/projects/demo/turns/"+id, nil, 200), &v)
+		stopped := v.Outcome != nil && *v.Outcome == "stopped"
+		if want := id != s.other; stopped != want {
+			t.Errorf("Turn %s after Stop all: %s/%v; want stopped %v", id, v.State, v.Outcome, want)
+		}
+	}
+	consoleShot(t, ctx, "turns-stopped-all.png")
+}

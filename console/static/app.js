@@ -9,11 +9,16 @@
   // The outcomes a Turn can be retried from (POST .../turns/{id}:retry).
   const RETRYABLE = ['failed', 'dead', 'expired', 'timed_out', 'stopped'];
   const PRIORITIES = ['1', '2', '3', '4', '5'];
+  // The most Turns one bulk-stop or bulk-retry call acts on (the API's default).
+  const BULK_LIMIT = 100;
   const mainEl = document.getElementById('main');
   let routeGen = 0; // each route renders into its own view; a stale one writes to a detached element
   let auth = loadAuth();
   let disposers = []; // stop timers and followers of the page being left
   let projects = [];
+  // The answer of the last bulk action, shown on the Turn list it was made
+  // from (the list is read again after it): {hash, verb, n, more, body}.
+  let lastBulk = null;
 
   // ---- small helpers -------------------------------------------------------
 
@@ -44,6 +49,9 @@
   const turnLink = (p, id) => h('a', {href: link(p, 'turns', id), class: 'mono turn-link'}, id);
   const agentLink = (p, id) => h('a', {href: link(p, 'agents', id)}, id);
   const badge = (v, cls) => h('span', {class: `badge ${cls || v}`}, v);
+  // tagList shows a Turn's tags, each a link to the Turns carrying it.
+  const tagList = (p, tags) => (tags && tags.length) ? h('span', {class: 'row tags'},
+    tags.map((g) => h('a', {class: 'tag', href: link(p, 'turns') + qs({tag: g}), 'data-tag': g}, g))) : '—';
   const json = (v) => h('pre', {class: 'json'}, JSON.stringify(v, null, 2));
   const when = (t) => t ? h('time', {datetime: t, title: t}, new Date(t).toLocaleString()) : '—';
   // attempts is "claims so far / max_attempts".
@@ -554,7 +562,9 @@
     setNav(p, 'turns');
     const f = {state: q.get('state') || '', outcome: q.get('outcome') || '', turn_kind: q.get('turn_kind') || '',
       priority: PRIORITIES.includes(q.get('priority')) ? q.get('priority') : '',
-      target_agent_id: q.get('target_agent_id') || '', stop_requested_only: q.get('stop_requested_only') === 'true' ? 'true' : '', limit: q.get('limit') || '50'};
+      target_agent_id: q.get('target_agent_id') || '', tag: q.get('tag') || '',
+      awaiting_input: q.get('awaiting_input') === 'true' ? 'true' : '',
+      stop_requested_only: q.get('stop_requested_only') === 'true' ? 'true' : '', limit: q.get('limit') || '50'};
     const after = q.get('after') || '';
     const opt = (v, cur) => h('option', {value: v, selected: v === cur}, v || 'any');
     const form = h('form', {class: 'filters', id: 'turn-filters', role: 'search'},
@@ -563,13 +573,16 @@
       h('label', {}, 'Priority', h('select', {name: 'priority', title: '1 runs first, 5 last'}, ['', ...PRIORITIES].map((v) => opt(v, f.priority)))),
       h('label', {}, 'Kind', h('input', {name: 'turn_kind', value: f.turn_kind, size: 12, spellcheck: 'false'})),
       h('label', {}, 'Target agent', h('input', {name: 'target_agent_id', value: f.target_agent_id, size: 12, spellcheck: 'false'})),
+      h('label', {}, 'Tag', h('input', {name: 'tag', value: f.tag, size: 12, spellcheck: 'false'})),
+      h('label', {class: 'check'}, h('input', {type: 'checkbox', name: 'awaiting_input', checked: f.awaiting_input === 'true'}), 'waiting for input'),
       h('label', {class: 'check'}, h('input', {type: 'checkbox', name: 'stop_requested_only', checked: f.stop_requested_only === 'true'}), 'stop requested'),
       h('label', {}, 'Per page', h('select', {name: 'limit'}, [...new Set(['25', '50', '100', '200', f.limit])].map((v) => opt(v, f.limit)))),
       h('button', {type: 'submit'}, 'Filter'));
     form.addEventListener('submit', (ev) => {
       ev.preventDefault();
       const n = {state: form.state.value, outcome: form.outcome.value, priority: form.priority.value, turn_kind: form.turn_kind.value.trim(),
-        target_agent_id: form.target_agent_id.value.trim(), stop_requested_only: form.stop_requested_only.checked ? 'true' : '', limit: form.limit.value === '50' ? '' : form.limit.value};
+        target_agent_id: form.target_agent_id.value.trim(), tag: form.tag.value.trim(), awaiting_input: form.awaiting_input.checked ? 'true' : '',
+        stop_requested_only: form.stop_requested_only.checked ? 'true' : '', limit: form.limit.value === '50' ? '' : form.limit.value};
       location.hash = link(p, 'turns') + qs(n);
     });
     view.replaceChildren(h('h1', {}, `Turns of ${p}`), form, h('p', {class: 'muted'}, 'loading…'));
@@ -584,11 +597,70 @@
       h('span', {class: 'muted'}, `${page.items.length} shown` + (after ? `, dispatched after ledger_seq ${after}` : '') + (page.has_more ? '; more follow' : '; end of list')));
     view.lastChild.replaceWith(
       page.items.length === 0 ? h('p', {id: 'turns-empty'}, page.has_more ? 'None on this stretch of the ledger; follow Next page.' : 'No Turn matches.') :
-        table(['Turn', 'Kind', 'Priority', 'State', 'Outcome', 'Target', 'Requested by', 'Attempts', 'Updated'], page.items.map((t) => [
-          turnLink(p, t.turn_id), t.turn_kind, h('span', {class: 'priority'}, t.priority), h('span', {class: 'row'}, badge(t.state), t.stop_requested ? badge('stop requested', 'stop') : ''),
+        table(['Turn', 'Kind', 'Priority', 'State', 'Outcome', 'Target', 'Requested by', 'Tags', 'Attempts', 'Updated'], page.items.map((t) => [
+          turnLink(p, t.turn_id), t.turn_kind, h('span', {class: 'priority'}, t.priority),
+          h('span', {class: 'row'}, badge(t.state), t.stop_requested ? badge('stop requested', 'stop') : '', t.awaiting_input ? badge('waiting for input', 'input') : ''),
           t.outcome ? badge(t.outcome) : '—', agentLink(p, t.target_agent.agent_id), agentLink(p, t.requested_by.agent_id),
-          t.max_attempts ? `${t.attempts} / ${t.max_attempts}` : t.attempts, when(t.updated_at)]), 'turns-table'),
-      pager);
+          tagList(p, t.tags), t.max_attempts ? `${t.attempts} / ${t.max_attempts}` : t.attempts, when(t.updated_at)]), 'turns-table'),
+      pager, bulkPanel(p, f, page.items));
+  }
+
+  // bulkPanel offers Stop all and Retry all for the list's filter, through
+  // management/turns:bulk-stop and :bulk-retry. Their filter is the list's
+  // (state, outcome, kind, target, tag, waiting for input); a list also
+  // filtered by priority or stop requested offers neither, since the bulk
+  // action would match more than the list shows. Each call acts on the
+  // oldest matching Turns first, at most BULK_LIMIT; the answer says
+  // whether more match, and the panel then offers to go on. requested_by:
+  // an agent acts as itself; the admin names the requester of the first
+  // Turn of the page (the API wants an existing agent there).
+  function bulkPanel(p, f, items) {
+    const filter = {};
+    for (const k of ['state', 'outcome', 'turn_kind', 'target_agent_id', 'tag']) if (f[k]) filter[k] = f[k];
+    if (f.awaiting_input === 'true') filter.awaiting_input = true;
+    const described = Object.entries(filter).map(([k, v]) => `${k}=${v}`).join(', ') || 'no filter: every Turn';
+    const narrower = f.priority || f.stop_requested_only ? 'Remove the priority and stop requested filters to act on the Turns of a filter: bulk actions filter by state, outcome, kind, target, tag and waiting for input.' : '';
+    const by = items.length ? actor(p, items[0].requested_by.agent_id) : auth.mode === 'agent' ? actor(p) : null;
+    const stoppable = items.filter((t) => t.state !== 'finished' && !(t.state === 'claimed' && t.stop_requested)).length;
+    const retryable = items.filter((t) => t.state === 'finished' && RETRYABLE.includes(t.outcome)).length;
+    const noStop = narrower || !by || f.state === 'finished' || f.outcome ? true : false;
+    const noRetry = narrower || !by || (f.state && f.state !== 'finished') || (f.outcome && !RETRYABLE.includes(f.outcome)) ? true : false;
+    const body = {requested_by: by, filter, limit: BULK_LIMIT, reason: 'from the web console'};
+    const here = location.hash;
+    const run = (verb) => {
+      const stop = verb === 'stop';
+      const n = stop ? stoppable : retryable;
+      const what = stop ? `Stop the ${n} Turn(s) of this page that match ${described}?` :
+        `Retry the ${n} Turn(s) of this page that match ${described}? (A Turn retried before is skipped.)`;
+      const more = ` The server acts on the oldest matching Turns first, up to ${BULK_LIMIT} per call, and says whether more match.` +
+        (auth.mode === 'admin' ? ` As admin, the request names ${by.agent_id} (the requester of the page's first Turn) in requested_by.` : '');
+      act(stop ? 'Stop all' : 'Retry all', what + more, stop ? 'Stop all' : 'Retry all', () => bulkCall(p, verb, body, here), () => route());
+    };
+    let result = '';
+    if (lastBulk && lastBulk.hash === here) {
+      const b = lastBulk;
+      lastBulk = null; // shown once, after the list is read again
+      result = h('p', {id: 'bulk-result', role: 'status'}, `${b.verb === 'stop' ? 'Stopped' : 'Retried'} ${b.n} Turn(s).`,
+        b.more ? [' More match: ', h('button', {type: 'button', id: 'bulk-continue', onclick: () =>
+          act(b.verb === 'stop' ? 'Stop all' : 'Retry all', `Go on with the next ${BULK_LIMIT} matching ${described}?`, 'Go on', () => bulkCall(p, b.verb, b.body, here), () => route())}, 'Go on')] : ' None left to act on.');
+    }
+    return h('section', {class: 'panel', id: 'bulk'}, h('h2', {}, 'Bulk actions'),
+      h('p', {class: 'muted'}, `On every Turn that matches ${described}, not only this page's: the oldest first, up to ${BULK_LIMIT} a call. ` +
+        (auth.mode === 'admin' ? 'As admin, the console names the requester of the first Turn shown in requested_by.' : `As ${auth.agent}, which needs the management grant.`)),
+      narrower ? h('p', {class: 'muted'}, narrower) : '',
+      h('div', {class: 'actions'},
+        h('button', {type: 'button', class: 'danger', id: 'bulk-stop', disabled: noStop, onclick: () => run('stop')}, 'Stop all'),
+        h('button', {type: 'button', id: 'bulk-retry', disabled: noRetry, onclick: () => run('retry')}, 'Retry all')),
+      result);
+  }
+
+  // bulkCall makes one bulk call and keeps its answer for the list at hash.
+  async function bulkCall(p, verb, body, hash) {
+    lastBulk = null;
+    const r = await api('POST', `${pp(p)}/management/turns:bulk-${verb}`, body);
+    const ids = verb === 'stop' ? r.stopped : r.retried;
+    lastBulk = {hash, verb, n: ids.length, more: r.has_more, body};
+    return `${verb === 'stop' ? 'Stopped' : 'Retried'} ${ids.length} Turn(s)` + (r.has_more ? '; more match.' : '.');
   }
 
   async function turnPage(view, p, id) {
@@ -633,7 +705,7 @@
         kv('Kind', t.turn_kind), kv('Target', agentLink(p, t.target_agent.agent_id)), kv('Requested by', agentLink(p, t.requested_by.agent_id)),
         kv('Authority', t.authority.mode + (t.authority.request_id ? ` (${t.authority.request_id})` : '')),
         kv('Parent', t.parent ? turnLink(p, t.parent.turn_id) : '—'), kv('Root', t.root_turn_id === t.turn_id ? 'itself' : turnLink(p, t.root_turn_id)), kv('Depth', t.depth),
-        kv('Dispatch key', h('code', {}, t.dispatch_key)), kv('Records', t.last_turn_seq),
+        kv('Dispatch key', h('code', {}, t.dispatch_key)), kv('Tags', tagList(p, t.tags), 'tags'), kv('Records', t.last_turn_seq),
         kv('Created', when(t.created_at)), kv('Updated', when(t.updated_at)), kv('Finished', when(t.finished_at)),
         kv('Stop asked', t.stop_requested_at ? when(t.stop_requested_at) : '—'), kv('ledger_seq', t.ledger_seq)),
       h('h3', {}, 'Schedule'),
@@ -650,14 +722,124 @@
         canStop ? h('button', {type: 'button', class: 'danger', id: 'stop-turn', onclick: () => act('Stop Turn',
           `Request a stop of ${t.turn_id}? ${t.state === 'claimed' ? 'Its claim holder sees the request and should stop; the Turn stays claimed until then.' : 'It finishes now with outcome stopped.'}${onBehalf}`,
           'Stop', () => api('POST', `${pp(p)}/management/turns/${enc(t.turn_id)}:stop`, body), refresh)}, 'Stop') : '',
+        t.state !== 'finished' ? h('button', {type: 'button', class: 'danger', id: 'stop-tree', onclick: () => act('Stop tree',
+          `Stop ${t.turn_id} and every Turn under it that is not finished, all or none? A claimed Turn gets a stop request its holder sees; the others finish now with outcome stopped. A child dispatched under the tree afterwards is refused.${onBehalf}`,
+          'Stop tree', () => api('POST', `${pp(p)}/management/turns/${enc(t.turn_id)}:stop`, Object.assign({}, body, {cascade: true})).then(() => 'Stop tree: asked of the Turn and its descendants.'), refresh)}, 'Stop tree') : '',
         t.state === 'suspended' ? h('button', {type: 'button', id: 'resume-turn', onclick: () => act('Resume Turn', `Put ${t.turn_id} back in the queue?${onBehalf}`, 'Resume',
           () => api('POST', `${pp(p)}/turns/${enc(t.turn_id)}:resume`, body), refresh)}, 'Resume') : '',
         canRetry ? h('button', {type: 'button', id: 'retry-turn', onclick: () => act('Retry Turn',
           `Dispatch a new Turn from ${t.turn_id}, with its target, kind, input and schedule? A Turn is retried once.${onBehalf}`, 'Retry',
           async () => { retried = await api('POST', `${pp(p)}/turns/${enc(t.turn_id)}:retry`, body); return `Retried as ${retried.turn_id}.`; },
           () => { if (retried) location.hash = link(p, 'turns', retried.turn_id); else return refresh(); })}, 'Retry') : ''),
+      t.awaiting_input ? keepPanel(el, '#awaiting-input', t.ledger_seq, () => inputPanel(p, t, refresh)) : '',
       h('h3', {}, 'Input'), json(t.input),
       ...(t.final_payload !== null && t.final_payload !== undefined ? [h('h3', {}, `Final payload (${t.final_record_role || 'no role'})`), json(t.final_payload)] : []));
+  }
+
+  // keepPanel returns the panel sel that el already shows for the same
+  // version of the Turn (key), so that a snapshot drawn again while the
+  // operator fills a form keeps what was typed; else a new one from make.
+  function keepPanel(el, sel, key, make) {
+    const old = el.querySelector(sel);
+    if (old && old.dataset.key === String(key)) return old;
+    const panel = make();
+    panel.dataset.key = String(key);
+    return panel;
+  }
+
+  // inputPanel shows what a Turn suspended for input asks (prompt, schema,
+  // input_by) and answers it through POST …/turns/{id}:provide-input with
+  // the console's credential (the admin, or an agent that is the Turn's
+  // requester or has the management grant). A simple schema — an object
+  // whose properties are strings, numbers, integers or booleans, an enum
+  // as a select — becomes a form; any other answer is written as JSON.
+  function inputPanel(p, t, refresh) {
+    const w = t.awaiting_input;
+    const fields = simpleSchema(w.schema);
+    const error = h('p', {class: 'error', role: 'alert', id: 'input-error'});
+    const form = h('form', {class: 'input-form', id: 'input-form', novalidate: fields ? null : true});
+    if (fields) {
+      for (const fd of fields) {
+        const id = 'input-' + fd.name;
+        const label = h('span', {}, fd.title, fd.required ? h('span', {class: 'req', title: 'required'}, ' *') : '');
+        let ctl;
+        if (fd.enum) {
+          ctl = h('select', {id, name: fd.name, required: fd.required}, fd.required ? '' : h('option', {value: ''}, '—'),
+            fd.enum.map((v, i) => h('option', {value: String(i), selected: fd.default === v}, String(v))));
+        } else if (fd.type === 'boolean') {
+          ctl = h('input', {id, name: fd.name, type: 'checkbox', checked: fd.default === true});
+        } else if (fd.type === 'number' || fd.type === 'integer') {
+          ctl = h('input', {id, name: fd.name, type: 'number', step: fd.type === 'integer' ? '1' : 'any', required: fd.required,
+            min: fd.minimum, max: fd.maximum, value: fd.default});
+        } else {
+          ctl = h('input', {id, name: fd.name, type: 'text', required: fd.required, minlength: fd.minLength, maxlength: fd.maxLength, value: fd.default, spellcheck: 'false'});
+        }
+        form.append(fd.type === 'boolean' && !fd.enum ? h('label', {class: 'check', for: id}, ctl, label) :
+          h('label', {for: id}, label, ctl), fd.description ? h('p', {class: 'muted hint'}, fd.description) : '');
+      }
+    } else {
+      form.append(h('label', {for: 'input-json'}, 'Answer (a JSON object)',
+        h('textarea', {id: 'input-json', name: 'json', rows: 6, spellcheck: 'false'}, '{}')));
+    }
+    const submit = h('button', {type: 'submit', id: 'input-submit'}, 'Send the answer');
+    form.append(h('div', {class: 'actions'}, submit), error);
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      error.textContent = '';
+      let input;
+      if (fields) {
+        if (!form.reportValidity()) return;
+        input = {};
+        for (const fd of fields) {
+          const el = form.elements[fd.name];
+          if (fd.enum) { if (el.value !== '') input[fd.name] = fd.enum[Number(el.value)]; }
+          else if (fd.type === 'boolean') input[fd.name] = el.checked;
+          else if (fd.type === 'number' || fd.type === 'integer') { if (el.value !== '') input[fd.name] = Number(el.value); }
+          else if (el.value !== '' || fd.required) input[fd.name] = el.value;
+        }
+      } else {
+        try { input = JSON.parse(form.elements.json.value); } catch (e) { error.textContent = 'Not JSON: ' + e.message; return; }
+        if (!input || typeof input !== 'object' || Array.isArray(input)) { error.textContent = 'The answer must be a JSON object.'; return; }
+      }
+      submit.disabled = true;
+      try {
+        const after = await api('POST', `${pp(p)}/turns/${enc(t.turn_id)}:provide-input`, {input, meta: {note: 'from the web console'}, trace: null});
+        flash(`Answer sent: the Turn is ${after.state} again.`);
+        await refresh();
+        mainEl.focus({preventScroll: true});
+      } catch (e) {
+        submit.disabled = false;
+        error.textContent = e instanceof APIError ? `${e.status} ${e.name}: ${e.message}` : String(e);
+      }
+    });
+    return h('section', {class: 'panel input-wait', id: 'awaiting-input'},
+      h('h3', {}, 'Waiting for input'),
+      h('p', {class: 'prompt', id: 'input-prompt'}, w.prompt),
+      h('dl', {class: 'kv'}, kv('Answer by', w.input_by ? [when(w.input_by), ' ', countdown(w.input_by)] : 'no limit', 'input_by')),
+      w.schema ? h('details', {}, h('summary', {}, 'schema'), json(w.schema)) : '',
+      h('p', {class: 'muted'}, (auth.mode === 'admin' ? 'You answer as the admin' : `You answer as ${auth.agent} (the Turn's requester or an agent with the management grant)`) +
+        '; the Turn then goes back to its queue with the answer in its context (role input). Whoever holds the input token the agent received can answer too.'),
+      form);
+  }
+
+  // simpleSchema reads a JSON Schema an input form can show: an object
+  // whose properties are each a string, number, integer or boolean (an enum
+  // of such values too). It returns the fields, or null for any other schema.
+  function simpleSchema(schema) {
+    if (!schema || schema.type !== 'object' || !schema.properties || typeof schema.properties !== 'object') return null;
+    const req = Array.isArray(schema.required) ? schema.required : [];
+    const out = [];
+    for (const [name, ps] of Object.entries(schema.properties)) {
+      if (!ps || typeof ps !== 'object') return null;
+      const en = Array.isArray(ps.enum) && ps.enum.length && ps.enum.every((v) => ['string', 'number', 'boolean'].includes(typeof v)) ? ps.enum : null;
+      if (!en && !['string', 'number', 'integer', 'boolean'].includes(ps.type)) return null;
+      const num = (v) => typeof v === 'number' ? v : undefined;
+      const str = (v) => typeof v === 'string' ? v : undefined;
+      const prim = (v) => ['string', 'number', 'boolean'].includes(typeof v) ? v : undefined;
+      out.push({name, type: en ? typeof en[0] : ps.type, enum: en, required: req.includes(name), title: str(ps.title) || name, description: str(ps.description),
+        default: prim(ps.default), minimum: num(ps.minimum), maximum: num(ps.maximum), minLength: num(ps.minLength), maxLength: num(ps.maxLength)});
+    }
+    return out.length ? out : null;
   }
 
   // renderLineage draws the lineage as a tree: ancestors from the root down,
