@@ -376,7 +376,8 @@ func buildOpenAPI(routes []route) m {
 		}
 		responses := m{
 			"200":     m{"description": desc, "content": content},
-			"default": errResp("An error: ErrorBody with the error name and a message (401, 403, 404, 409, 413, 422, 400, 503, 500)."),
+			"4XX":     errResp("Refused: ErrorBody with the error name and a message (400, 401, 403, 404, 409, 410, 413, 422, 429)."),
+			"default": errResp("An error: ErrorBody with the error name and a message (503 with Retry-After when shed or not ready, 500)."),
 		}
 		o := m{"operationId": op.id, "summary": op.summary, "tags": []string{op.tag}, "responses": responses}
 		if params != nil {
