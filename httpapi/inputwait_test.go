@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/turnledger/turnledger/httpapi"
+	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -108,4 +110,25 @@ func TestInputByTheRequesterAndTimeOut(t *testing.T) {
 		t.Fatalf("a Turn past its input_by = %v %+v, want timed_out", got.Outcome, got.AwaitingInput)
 	}
 	e.must(as{token: s.InputToken}, "POST", schedP+"/turns/"+v.TurnID+":provide-input", map[string]any{"input": map[string]any{}}, 409)
+}
+
+func TestInputURLUnderThePublicURL(t *testing.T) {
+	srv := natstest.Start(t)
+	e := newEnvOn(t, srv.ClientURL(), &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}, func(c *httpapi.Config) {
+		c.PublicURL = "https://agents.example.org/tl/"
+	})
+	req := e.register("p1", "req", 1, kernel.GrantDispatch)
+	w := e.register("p1", "worker", 1)
+	v := e.scheduled(req, "x", nil)
+	s := e.suspendForInput(w, e.claim(w), map[string]any{"prompt": "ok?"})
+	if want := "https://agents.example.org/tl" + schedP + "/turns/" + v.TurnID + ":provide-input"; s.InputURL != want {
+		t.Errorf("input_url = %q, want %q", s.InputURL, want)
+	}
+	for _, bad := range []string{"agents.example.org", "ftp://x", "https://x/?q=1"} {
+		cfg := httpapi.DefaultConfig()
+		cfg.AdminTokenHash, cfg.PublicURL = "h", bad
+		if cfg.Validate() == nil {
+			t.Errorf("Validate with public URL %q = nil, want an error", bad)
+		}
+	}
 }

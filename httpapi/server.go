@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,10 @@ type Config struct {
 	// AuthFailures is the token bucket of failed authentications, per remote
 	// address and per claimed agent (a zero Rate turns throttling off).
 	AuthFailures Rate
+	// PublicURL is the URL people reach this API at (behind a proxy, say),
+	// the base of the input_url a suspend for input answers. Empty: the
+	// scheme and Host of the request that suspended.
+	PublicURL string
 	// Now is the clock of derived statuses (presence, credential expiry)
 	// and of the authentication throttle.
 	Now    func() time.Time
@@ -83,6 +88,11 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultLimit < 1 || c.MaxLimit < c.DefaultLimit || c.MaxLimit > projection.MaxLimit {
 		errs = append(errs, fmt.Errorf("httpapi: limits must satisfy 1 <= default <= max <= %d", projection.MaxLimit))
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			errs = append(errs, fmt.Errorf("httpapi: the public URL %q must be an absolute http or https URL without query or fragment", c.PublicURL))
+		}
 	}
 	if c.WaitTimeout <= 0 {
 		errs = append(errs, errors.New("httpapi: wait timeout must be positive"))

@@ -394,14 +394,18 @@ type suspendResult struct {
 	InputURL   string `json:"input_url"`
 }
 
-// inputURL is the absolute URL of the Turn's :provide-input route, as the
-// client reached this server.
+// inputURL is the absolute URL of the Turn's :provide-input route: under
+// Config.PublicURL, or as the client reached this server.
 func (s *Server) inputURL(c *call, turnID string) string {
-	scheme := "http"
-	if c.r.TLS != nil {
-		scheme = "https"
+	base := strings.TrimSuffix(s.cfg.PublicURL, "/")
+	if base == "" {
+		scheme := "http"
+		if c.r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + c.r.Host
 	}
-	return scheme + "://" + c.r.Host + "/v3r1/projects/" + c.project + "/turns/" + turnID + ":provide-input"
+	return base + "/v3r1/projects/" + c.project + "/turns/" + turnID + ":provide-input"
 }
 
 type provideInputBody struct {
