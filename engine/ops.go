@@ -100,6 +100,12 @@ type ClaimResult struct {
 // ledger_seq to wait for) when there is nothing to claim or the agent's
 // capacity is used up.
 func (e *Engine) Claim(ctx context.Context, project string, c kernel.Common, agentID string, body *kernel.AgentRef) (*ClaimResult, uint64, error) {
+	return e.ClaimLease(ctx, project, c, agentID, body, 0)
+}
+
+// ClaimLease is Claim asking a lease of leaseS seconds (0: the agent's
+// claim_ttl_s, or the default; see kernel.ClaimNext).
+func (e *Engine) ClaimLease(ctx context.Context, project string, c kernel.Common, agentID string, body *kernel.AgentRef, leaseS int) (*ClaimResult, uint64, error) {
 	claimID, err := e.newID("clm_")
 	if err != nil {
 		return nil, 0, err
@@ -109,7 +115,7 @@ func (e *Engine) Claim(ctx context.Context, project string, c kernel.Common, age
 	var seq uint64
 	err = e.with(ctx, project, false, func(p *kernel.Project) error {
 		expires := e.cfg.Now().UTC().Add(e.cfg.ClaimTTL).Truncate(time.Millisecond)
-		cmd := kernel.ClaimNext{Common: c, AgentID: agentID, Agent: body, ClaimID: claimID, TokenHash: kernel.HashSecret(token), ExpiresAt: expires}
+		cmd := kernel.ClaimNext{Common: c, AgentID: agentID, Agent: body, ClaimID: claimID, TokenHash: kernel.HashSecret(token), ExpiresAt: expires, LeaseS: leaseS}
 		var err error
 		var ev *kernel.Event
 		var a *kernel.Answer
@@ -178,7 +184,7 @@ type FencedResult struct {
 }
 
 // Fenced runs a command that carries a claim token (Renew, AppendRecord,
-// Suspend, Finish): the token's hash is filled in here.
+// Suspend, Finish, ReleaseClaim): the token's hash is filled in here.
 func (e *Engine) Fenced(ctx context.Context, project string, cmd kernel.Command) (FencedResult, error) {
 	var turnID string
 	switch c := cmd.(type) {
@@ -195,6 +201,9 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd kernel.Command)
 	case kernel.Finish:
 		c.TokenHash = kernel.HashSecret(c.Claim.Token)
 		turnID, cmd = c.TurnID, c
+	case kernel.ReleaseClaim:
+		c.TokenHash = kernel.HashSecret(c.Claim.Token)
+		turnID, cmd = c.Claim.TurnID, c
 	default:
 		return FencedResult{}, kernel.Errorf(kernel.Internal, "%T carries no claim", cmd)
 	}

@@ -71,6 +71,7 @@ var (
 	tBool     = m{"type": "boolean"}
 	tInt      = m{"type": "integer"}
 	tSeq      = m{"type": "integer", "minimum": 0}
+	tClaimTTL = m{"type": "integer", "minimum": 1, "maximum": kernel.MaxClaimTTLS, "description": "the lease of the agent's claims in seconds (default: the server's claim TTL)"}
 	tTag      = m{"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"}
 	tPriority = m{"type": "integer", "minimum": kernel.MinPriority, "maximum": kernel.MaxPriority, "description": "1 runs first; 3 by default"}
 	tTime     = m{"type": "string", "format": "date-time"}
@@ -141,7 +142,7 @@ func schemas() m {
 	}
 	profileSpec := body(m{
 		"role": tStr, "description": tStr, "enabled": tBool, "accepts_work": tBool, "capacity": tInt,
-		"capabilities": tStrList, "grants": tStrList, "public_metadata": tObj,
+		"capabilities": tStrList, "grants": tStrList, "public_metadata": tObj, "claim_ttl_s": nullable(tClaimTTL),
 	})
 	return m{
 		"ErrorBody":  closed(m{"error": tStr, "message": tStr}),
@@ -153,10 +154,11 @@ func schemas() m {
 		"ClaimToken": closed(m{"project_id": tStr, "turn_id": tStr, "agent_id": tStr, "token": tStr, "expires_at": tTime}),
 		"Meta":       body(m{"note": tStr, "reason": tStr, "annotations": nullable(tObj)}),
 		"Trace":      body(m{"trace_id": tStr, "parent_trace_id": nullable(tStr), "recursion_depth": tInt}),
-		"AgentSpec": closed(m{
+		"AgentSpec": closedExcept(m{
 			"agent_id": tID, "role": tStr, "description": tStr, "enabled": tBool, "accepts_work": tBool,
 			"capacity": tInt, "capabilities": tStrList, "grants": tStrList, "public_metadata": tObj,
-		}),
+			"claim_ttl_s": tClaimTTL,
+		}, "claim_ttl_s"),
 		"Provenance": closed(m{"kind": tStr, "external_ref": tStr, "payload_hash": nullable(tStr)}),
 		"Backoff": body(m{
 			"initial_s": m{"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "description": "seconds before the first retry (default 1)"},
@@ -178,7 +180,7 @@ func schemas() m {
 			"free_capacity": tInt, "capabilities": tStrList, "grants": tStrList, "public_metadata": tAny,
 			"provenance": ref("Provenance"), "registered_at": tTime, "updated_at": tTime, "last_seen_at": nullable(tTime),
 			"presence":   m{"type": "string", "enum": []string{"online", "offline", "never"}},
-			"ledger_seq": tSeq,
+			"ledger_seq": tSeq, "claim_ttl_s": nullable(tClaimTTL),
 		}),
 		"TurnOffer": closed(m{
 			"agent_id": tStr, "turn_kind": tStr, "role": tStr, "enabled": tBool, "accepts_work": tBool, "drained": tBool,
@@ -255,7 +257,8 @@ func schemas() m {
 			"retry_backoff": ref("Backoff"),
 			"tags":          m{"type": "array", "items": tTag, "maxItems": kernel.MaxTags, "description": "what the requester knows the Turn by; not inherited by children"},
 		}), "requested_by", "target_agent", "input", "turn_kind", "dispatch_key", "authority"),
-		"ClaimBody":  body(with(m{"agent": ref("AgentRef")}), "agent"),
+		"ClaimBody": body(with(m{"agent": ref("AgentRef"), "lease_s": m{"type": "integer", "minimum": 1, "maximum": kernel.MaxClaimTTLS,
+			"description": "a lease of its own, at most the agent's claim_ttl_s (default: the agent's, else the server's claim TTL)"}}), "agent"),
 		"FencedBody": body(with(m{"claim": ref("ClaimToken")}), "claim"),
 		"SuspendBody": body(with(m{"claim": ref("ClaimToken"), "awaiting_input": body(m{
 			"prompt":   m{"type": "string", "minLength": 1, "maxLength": kernel.MaxPromptLen, "description": "the question, for a person or another agent"},

@@ -176,6 +176,8 @@ func TestOpenAPIValidatesLifecycle(t *testing.T) {
 	var c claimed
 	call(w, "POST", p+"/agents/w/claims:claim?wait=1s", map[string]any{"agent": ref("p", "w"), "meta": map[string]any{"note": "n"}, "trace": map[string]any{"trace_id": "t"}}, 200).decode(t, &c)
 	call(w, "POST", p+"/claims:renew", map[string]any{"claim": c.Claim}, 200)
+	call(w, "POST", p+"/claims:release", map[string]any{"claim": c.Claim}, 200)
+	call(w, "POST", p+"/agents/w/claims:claim", map[string]any{"agent": ref("p", "w"), "lease_s": 30}, 200).decode(t, &c)
 	call(w, "POST", p+"/turns/"+tv.TurnID+"/semantic-records", map[string]any{"claim": c.Claim, "role": "note", "payload": map[string]any{"x": 1}}, 200)
 	call(w, "GET", p+"/turns/"+tv.TurnID+"/context", nil, 200)
 	call(w, "GET", p+"/turns/"+tv.TurnID+"/feed?limit=2", nil, 200)

@@ -238,9 +238,10 @@ func (s *Server) manageTurn(w http.ResponseWriter, c *call, cmd func(kernel.Comm
 }
 
 type claimBody struct {
-	Agent *kernel.AgentRef `json:"agent"`
-	Meta  *kernel.Meta     `json:"meta"`
-	Trace *kernel.Trace    `json:"trace"`
+	Agent  *kernel.AgentRef `json:"agent"`
+	LeaseS int              `json:"lease_s"`
+	Meta   *kernel.Meta     `json:"meta"`
+	Trace  *kernel.Trace    `json:"trace"`
 }
 
 // claimResult is the response of a won claim.
@@ -266,7 +267,7 @@ func (s *Server) claim(w http.ResponseWriter, c *call) error {
 		return kernel.Errorf(kernel.Validation, "agent is required")
 	}
 	res, seq, err := s.claimWaiting(w, c, agent, wait, func() (*engine.ClaimResult, uint64, error) {
-		return s.engine.Claim(c.ctx, c.project, c.common(b.Meta, b.Trace), agent, b.Agent)
+		return s.engine.ClaimLease(c.ctx, c.project, c.common(b.Meta, b.Trace), agent, b.Agent, b.LeaseS)
 	})
 	if err != nil {
 		return err
@@ -841,4 +842,18 @@ type bulkStopResult struct {
 type bulkRetryResult struct {
 	Retried []string `json:"retried"`
 	HasMore bool     `json:"has_more"`
+}
+
+// releaseClaim hands a live claim back (kernel.ReleaseClaim) and answers
+// with the Turn, back in its queue.
+func (s *Server) releaseClaim(w http.ResponseWriter, c *call) error {
+	var b fencedBody
+	if err := s.decode(c, &b, false); err != nil {
+		return err
+	}
+	res, err := s.engine.Fenced(c.ctx, c.project, kernel.ReleaseClaim{Common: c.common(b.Meta, b.Trace), Claim: b.Claim})
+	if err != nil {
+		return err
+	}
+	return s.turnAfter(w, c, res.Seq, b.Claim.TurnID)
 }

@@ -153,6 +153,9 @@ type AgentSpec struct {
 	Capabilities   []string        `json:"capabilities"`
 	Grants         []string        `json:"grants"`
 	PublicMetadata json.RawMessage `json:"public_metadata"`
+	// ClaimTTLS is the lease of the agent's claims in seconds (0: the
+	// server's default); a claim may ask a shorter one.
+	ClaimTTLS int `json:"claim_ttl_s,omitempty"`
 }
 
 // Provenance says where a registration came from.
@@ -209,6 +212,7 @@ type SpecInput struct {
 	Capabilities   []string        `json:"capabilities"`
 	Grants         []string        `json:"grants"`
 	PublicMetadata json.RawMessage `json:"public_metadata"`
+	ClaimTTLS      *int            `json:"claim_ttl_s"`
 }
 
 // Resolve returns the spec of the agent agentID (empty when the request names
@@ -246,6 +250,9 @@ func (in *SpecInput) Resolve(agentID string) (AgentSpec, error) {
 	}
 	if in.PublicMetadata != nil {
 		s.PublicMetadata = in.PublicMetadata
+	}
+	if in.ClaimTTLS != nil {
+		s.ClaimTTLS = *in.ClaimTTLS
 	}
 	s.Description = in.Description
 	return s, nil

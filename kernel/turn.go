@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"regexp"
@@ -46,6 +47,7 @@ type Claim struct {
 	TokenHash string
 	ClaimedAt time.Time
 	ExpiresAt time.Time
+	LeaseS    int `json:",omitempty"` // 0: the server's default lease
 }
 
 // RootTurnID returns the id of the Turn's root: itself for a root Turn.
@@ -73,7 +75,7 @@ func FinalTurnSeq(t *Turn, d *TurnFinished) uint64 {
 func FreesWork(typ string) bool {
 	switch typ {
 	case EvTurnDispatched, EvTurnResumed, EvTurnSuspended, EvTurnFinished, EvTurnStopped, EvTurnClaimExpired,
-		EvTurnTimedOut, EvTurnRetryScheduled, EvTurnInputProvided:
+		EvTurnTimedOut, EvTurnRetryScheduled, EvTurnInputProvided, EvTurnClaimReleased:
 		return true
 	}
 	return false
@@ -104,8 +106,16 @@ func EvolveTurn(t *Turn, r Recorded) *Turn {
 	switch d := e.Data.(type) {
 	case *TurnClaimed:
 		t.State = StateClaimed
-		t.Claim = &Claim{ID: d.ClaimID, AgentID: d.AgentID, TokenHash: d.TokenHash, ClaimedAt: e.At, ExpiresAt: d.ExpiresAt}
+		t.Claim = &Claim{ID: d.ClaimID, AgentID: d.AgentID, TokenHash: d.TokenHash, ClaimedAt: e.At, ExpiresAt: d.ExpiresAt, LeaseS: d.LeaseS}
 		t.Attempts++
+	case *TurnClaimReleased:
+		t.Attempts = max(t.Attempts-1, 0)
+		if d.Stopped {
+			t.StopRequested = true
+			finish(OutcomeStopped)
+		} else {
+			t.State, t.Claim = StateQueued, nil
+		}
 	case *TurnClaimRenewed:
 		if t.Claim != nil && t.Claim.ID == d.ClaimID {
 			t.Claim.ExpiresAt = d.ExpiresAt
@@ -270,6 +280,7 @@ const (
 	EvTurnTimedOut       = "turn.timed_out"
 	EvTurnRetryScheduled = "turn.retry_scheduled"
 	EvTurnInputProvided  = "turn.input_provided"
+	EvTurnClaimReleased  = "turn.claim_released"
 )
 
 // turnEvents is the codec's table of the turn events: type and version, with the Go
@@ -289,6 +300,7 @@ var turnEvents = map[codecKey]eventType{
 	{EvTurnTimedOut, 1}:       {AggTurn, func() any { return new(TurnTimedOut) }},
 	{EvTurnRetryScheduled, 1}: {AggTurn, func() any { return new(TurnRetryScheduled) }},
 	{EvTurnInputProvided, 1}:  {AggTurn, func() any { return new(TurnInputProvided) }},
+	{EvTurnClaimReleased, 1}:  {AggTurn, func() any { return new(TurnClaimReleased) }},
 }
 
 // TurnRef names a Turn of a project.
@@ -490,6 +502,18 @@ type TurnClaimed struct {
 	AgentID   string    `json:"agent_id"`
 	TokenHash string    `json:"token_hash"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// LeaseS is the claim's lease when it is not the server's default (the
+	// agent's claim_ttl_s, or the lease_s the claim asked): a renew extends
+	// the claim by as much.
+	LeaseS int `json:"lease_s,omitempty"`
+}
+
+// TurnClaimReleased: the holder handed its claim back (a worker that stops
+// gracefully). The Turn goes back to its old place in the queue, and the
+// attempt does not count; with a stop requested, it ends as stopped.
+type TurnClaimReleased struct {
+	ClaimID string `json:"claim_id"`
+	Stopped bool   `json:"stopped,omitempty"`
 }
 
 // TurnClaimRenewed: the claim's lease was extended.
@@ -783,8 +807,14 @@ type ClaimNext struct {
 	Agent     *AgentRef
 	ClaimID   string
 	TokenHash string
-	ExpiresAt time.Time
+	ExpiresAt time.Time // at the server's default lease
+	// LeaseS asks a lease of its own (0: the agent's claim_ttl_s, or the
+	// server's default); at most the agent's claim_ttl_s when it has one.
+	LeaseS int
 }
+
+// MaxClaimTTLS bounds an agent's claim_ttl_s and a claim's lease_s: an hour.
+const MaxClaimTTLS = 3600
 
 // Name is the command's stable name (see Command).
 func (ClaimNext) Name() string { return "claim" }
@@ -803,6 +833,9 @@ func (cmd ClaimNext) decide(d decider) (*Event, error) {
 	if !d.c.Caller.Admin && d.c.Caller.AgentID != cmd.AgentID {
 		return nil, Errorf(Forbidden, "agent %s may not claim for agent %s", d.c.Caller.AgentID, cmd.AgentID)
 	}
+	if max := cmp.Or(a.Spec.ClaimTTLS, MaxClaimTTLS); cmd.LeaseS < 0 || cmd.LeaseS > max {
+		return nil, invalid("lease_s must be from 1 to %d seconds (the agent's claim_ttl_s, or the most a lease may be)", max)
+	}
 	if !a.Spec.Enabled || a.Drained || a.ActiveClaims >= a.Spec.Capacity {
 		return nil, nil
 	}
@@ -810,9 +843,14 @@ func (cmd ClaimNext) decide(d decider) (*Event, error) {
 	if t == nil {
 		return nil, nil
 	}
-	return d.event(EvTurnClaimed, AggTurn, t.ID, &TurnClaimed{
-		ClaimID: cmd.ClaimID, AgentID: cmd.AgentID, TokenHash: cmd.TokenHash, ExpiresAt: cmd.ExpiresAt.UTC(),
-	}), nil
+	data := &TurnClaimed{ClaimID: cmd.ClaimID, AgentID: cmd.AgentID, TokenHash: cmd.TokenHash, ExpiresAt: cmd.ExpiresAt.UTC()}
+	if lease := a.Spec.ClaimTTLS; lease > 0 || cmd.LeaseS > 0 {
+		if cmd.LeaseS > 0 {
+			lease = cmd.LeaseS
+		}
+		data.LeaseS, data.ExpiresAt = lease, leaseEnd(d.now, lease)
+	}
+	return d.event(EvTurnClaimed, AggTurn, t.ID, data), nil
 }
 
 // Renew extends a live claim to ExpiresAt.
@@ -831,7 +869,37 @@ func (cmd Renew) decide(d decider) (*Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.event(EvTurnClaimRenewed, AggTurn, t.ID, &TurnClaimRenewed{ClaimID: t.Claim.ID, ExpiresAt: cmd.ExpiresAt.UTC()}), nil
+	expires := cmd.ExpiresAt.UTC()
+	if t.Claim.LeaseS > 0 {
+		expires = leaseEnd(d.now, t.Claim.LeaseS)
+	}
+	return d.event(EvTurnClaimRenewed, AggTurn, t.ID, &TurnClaimRenewed{ClaimID: t.Claim.ID, ExpiresAt: expires}), nil
+}
+
+// leaseEnd is when a lease of s seconds taken at now ends (to the
+// millisecond, as the engine truncates the default one).
+func leaseEnd(now time.Time, s int) time.Time {
+	return now.UTC().Add(time.Duration(s) * time.Second).Truncate(time.Millisecond)
+}
+
+// ReleaseClaim hands a live claim back (a worker that stops gracefully):
+// the Turn goes back to its old place in the queue and the attempt does not
+// count; a Turn whose stop was requested ends as stopped instead.
+type ReleaseClaim struct {
+	Common
+	Claim     ClaimToken
+	TokenHash string
+}
+
+// Name is the command's stable name (see Command).
+func (ReleaseClaim) Name() string { return "release_claim" }
+
+func (cmd ReleaseClaim) decide(d decider) (*Event, error) {
+	t, err := d.fence(cmd.Claim.TurnID, cmd.Claim, cmd.TokenHash)
+	if err != nil {
+		return nil, err
+	}
+	return d.event(EvTurnClaimReleased, AggTurn, t.ID, &TurnClaimReleased{ClaimID: t.Claim.ID, Stopped: t.StopRequested}), nil
 }
 
 // AppendRecord appends a semantic record under a live claim.

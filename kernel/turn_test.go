@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func turnSamples() []Event {
 		sample(EvTurnClaimExpired, AggTurn, "turn_1", &TurnClaimExpired{ClaimID: "clm_1", Stopped: true}),
 		sample(EvTurnExpired, AggTurn, "turn_1", &TurnExpired{ClaimBy: t0}),
 		sample(EvTurnTimedOut, AggTurn, "turn_1", &TurnTimedOut{Deadline: t0, ClaimID: "clm_1"}),
+		sample(EvTurnClaimReleased, AggTurn, "turn_1", &TurnClaimReleased{ClaimID: "clm_1"}),
 		sample(EvTurnInputProvided, AggTurn, "turn_1", &TurnInputProvided{Input: json.RawMessage(`{"approve":true}`), TurnSeq: 4}),
 		sample(EvTurnRetryScheduled, AggTurn, "turn_1", &TurnRetryScheduled{ClaimID: "clm_1", NotBefore: t0.Add(time.Second),
 			FinalPayload: json.RawMessage(`{"error":"boom"}`), FinalRecordRole: "error", TurnSeq: 3}),
@@ -105,4 +107,55 @@ func TestInputWait(t *testing.T) {
 	if got := h.p.Turn("t1"); got.Outcome != OutcomeTimedOut {
 		t.Errorf("a Turn past its input_by: %s/%s, want finished/timed_out", got.State, got.Outcome)
 	}
+}
+
+// TestGoldenClaimWithALease pins a claim whose lease is not the default.
+func TestGoldenClaimWithALease(t *testing.T) {
+	checkGolden(t, filepath.Join("testdata", "events", "turn.claimed.v1.with-lease.json"),
+		sample(EvTurnClaimed, AggTurn, "turn_1", &TurnClaimed{ClaimID: "clm_1", AgentID: "worker", TokenHash: sampleHash, ExpiresAt: t0, LeaseS: 10}))
+}
+
+func TestLeasesPerAgentAndPerClaim(t *testing.T) {
+	h := newHarness(t)
+	req := h.agent("req", 1, GrantDispatch)
+	h.do(RegisterAgent{Common: admin, Spec: func() AgentSpec { s := spec("short", 2); s.ClaimTTLS = 10; return s }(), Provenance: Provenance{Kind: "test"}})
+	h.do(IssueCredential{Common: admin, AgentID: "short", CredentialID: "cred_short", TokenHash: HashSecret("tok-short"), ExpiresAt: h.now.Add(time.Hour)})
+	caller, _ := Authenticate(h.p, "short", HashSecret("tok-short"), h.now)
+	w := Common{Caller: caller}
+	for i := range 3 {
+		h.do(rootDispatch(req, fmt.Sprintf("t%d", i), "req", "short", fmt.Sprintf("k%d", i)))
+	}
+	bad := RegisterAgent{Common: admin, Spec: func() AgentSpec { s := spec("x", 1); s.ClaimTTLS = MaxClaimTTLS + 1; return s }(), Provenance: Provenance{Kind: "test"}}
+	h.refuse(bad, Validation)
+	claim := func(lease int) (*TurnClaimed, error) {
+		evs, err := h.try(ClaimNext{Common: w, AgentID: "short", ClaimID: fmt.Sprintf("c%d", h.seq), TokenHash: HashSecret("s"), ExpiresAt: h.now.Add(time.Minute), LeaseS: lease})
+		if err != nil || len(evs) == 0 {
+			return nil, err
+		}
+		return evs[0].Data.(*TurnClaimed), nil
+	}
+	// The agent's claim_ttl_s replaces the default; a claim may ask less, not more.
+	if d, err := claim(0); err != nil || d.LeaseS != 10 || !d.ExpiresAt.Equal(h.now.Add(10*time.Second)) {
+		t.Errorf("claim of an agent with claim_ttl_s 10 = %+v, %v; want a 10 s lease", d, err)
+	}
+	if _, err := claim(11); ErrorKind(err) != Validation {
+		t.Errorf("a claim asking 11 s of a 10 s agent = %v, want a ValidationError", err)
+	}
+	d, err := claim(3)
+	if err != nil || d.LeaseS != 3 || !d.ExpiresAt.Equal(h.now.Add(3*time.Second)) {
+		t.Fatalf("a claim asking 3 s = %+v, %v", d, err)
+	}
+	// A renew extends the claim by its own lease.
+	h.now = h.now.Add(time.Second)
+	tok := ClaimToken{ProjectID: "p1", TurnID: "t1", AgentID: "short", Token: "s"}
+	evs := h.do(Renew{Common: w, Claim: tok, TokenHash: HashSecret("s"), ExpiresAt: h.now.Add(time.Minute)})
+	if got := evs[0].Data.(*TurnClaimRenewed).ExpiresAt; !got.Equal(h.now.Add(3 * time.Second)) {
+		t.Errorf("renew of a 3 s claim ends at %s, want %s", got, h.now.Add(3*time.Second))
+	}
+	// A release hands the Turn back to its old place, the attempt not counted.
+	h.do(ReleaseClaim{Common: w, Claim: tok, TokenHash: HashSecret("s")})
+	if got := h.p.Turn("t1"); got.State != StateQueued || got.Attempts != 0 || h.p.NextQueued("short", h.now).ID != "t1" {
+		t.Errorf("after the release: %s, %d attempts, next %s; want queued, 0, t1 first", got.State, got.Attempts, h.p.NextQueued("short", h.now).ID)
+	}
+	h.refuse(ReleaseClaim{Common: w, Claim: tok, TokenHash: HashSecret("s")}, Fencing)
 }

@@ -106,6 +106,9 @@ func validateSpec(s AgentSpec) error {
 	if err := textField("spec.description", s.Description, MaxTextLen, false); err != nil {
 		return err
 	}
+	if s.ClaimTTLS < 0 || s.ClaimTTLS > MaxClaimTTLS {
+		return invalid("spec.claim_ttl_s must be from 1 to %d seconds, or left out for the server's default", MaxClaimTTLS)
+	}
 	if s.Capacity < 0 || s.Capacity > MaxCapacity {
 		return invalid("spec.capacity must be between 0 and %d", MaxCapacity)
 	}

@@ -117,6 +117,9 @@ func (r agentReader) view(project string, a *kernel.Agent) AgentView {
 	if kernel.IsNull(v.PublicMetadata) {
 		v.PublicMetadata = []byte("{}")
 	}
+	if s.ClaimTTLS > 0 {
+		v.ClaimTTLS = &s.ClaimTTLS
+	}
 	v.ActiveClaims = int(getU64(r.claims.Get(key(project, s.AgentID))))
 	v.FreeCapacity = max(0, v.Capacity-v.ActiveClaims)
 	if b := r.seen.Get(key(project, s.AgentID)); b != nil {

@@ -386,7 +386,7 @@ func TestJSONShapes(t *testing.T) {
 		{FeedItem{}, sorted("ledger_seq", "type", "v", "project_id", "aggregate", "id", "at", "actor", "data", "meta", "trace")},
 		{AgentView{}, sorted("project_id", "agent_id", "role", "description", "enabled", "accepts_work", "drained", "admitting",
 			"capacity", "active_claims", "free_capacity", "capabilities", "grants", "public_metadata", "provenance",
-			"registered_at", "updated_at", "last_seen_at", "presence", "ledger_seq")},
+			"registered_at", "updated_at", "last_seen_at", "presence", "ledger_seq", "claim_ttl_s")},
 		{TurnOffer{}, sorted("agent_id", "turn_kind", "role", "enabled", "accepts_work", "drained", "admitting", "capacity",
 			"free_capacity", "queued", "presence")},
 		{CredentialView{}, sorted("credential_id", "project_id", "agent_id", "status", "issued_at", "expires_at", "revoked_at", "via")},

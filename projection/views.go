@@ -215,6 +215,9 @@ type AgentView struct {
 	LastSeenAt     *time.Time      `json:"last_seen_at"`
 	Presence       string          `json:"presence"`
 	LedgerSeq      uint64          `json:"ledger_seq"`
+	// ClaimTTLS is the lease of the agent's claims in seconds; null for the
+	// server's default.
+	ClaimTTLS *int `json:"claim_ttl_s"`
 }
 
 // ProvenanceView says where an agent's registration came from: the
