@@ -349,6 +349,17 @@ func (c *Client) RenewClaim(ctx context.Context, claim ClaimToken) (*RenewResult
 	return &out, err
 }
 
+// ReleaseClaim hands a live claim back: the Turn goes back to its old place
+// in the queue and the attempt does not count (a worker that stops
+// gracefully); with a stop requested the Turn ends as stopped.
+func (c *Client) ReleaseClaim(ctx context.Context, claim ClaimToken) (*Turn, error) {
+	var out Turn
+	if _, err := c.do(ctx, "POST", projectPath(claim.ProjectID, "/claims:release"), nil, map[string]any{"claim": claim}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // ReconcileExpiredClaims releases the project's expired claims.
 func (c *Client) ReconcileExpiredClaims(ctx context.Context, project string) (*ReconcileResult, error) {
 	var out ReconcileResult

@@ -153,8 +153,9 @@ type Result struct {
 // finishes it as failed with a retry asked: the service queues the Turn
 // again after its backoff, or ends it as dead when its MaxAttempts are
 // spent. The error's text is the final payload, {"error": "..."}, in
-// every case. After a lost claim or a shutdown the Turn is not finished
-// here.
+// every case. After a lost claim the Turn is not finished here; after a
+// shutdown's grace its claim is handed back (Client.ReleaseClaim), so the
+// Turn is claimable again at once, in its old place.
 type Handler func(ctx context.Context, job *Job) (Result, error)
 
 // RetryError is a handler's error that asks for another attempt of the
@@ -392,7 +393,18 @@ func (w *Worker) run(hard context.Context, res *ClaimResult) {
 		log.Warn("turnledger worker: the claim was lost; the Turn is not finished here")
 		return
 	case errors.Is(cause, ErrShutdown):
-		log.Warn("turnledger worker: shutdown cancelled the handler; the claim will expire and the Turn be queued again")
+		// Hand the claim back at once rather than let it expire: the Turn
+		// is claimable again now, in its old place, the attempt not counted.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(hard), 10*time.Second)
+		defer rcancel()
+		if err := retryKeyed(rctx, 0, w.cfg.RetryDelay, func(ctx context.Context) error {
+			_, err := w.c.ReleaseClaim(ctx, job.claim())
+			return err
+		}); err != nil {
+			log.Warn("turnledger worker: shutdown cancelled the handler and could not hand the claim back; it will expire", "err", err)
+			return
+		}
+		log.Info("turnledger worker: shutdown cancelled the handler; the claim was handed back")
 		return
 	}
 	req := FinishRequest{Outcome: result.Outcome, FinalPayload: result.FinalPayload, FinalRecordRole: result.FinalRecordRole}

@@ -355,7 +355,7 @@ func TestWorkerShutdownGraceCancelsARunningHandler(t *testing.T) {
 	if c, _ := cause.Load().(error); !errors.Is(c, client.ErrShutdown) {
 		t.Errorf("the handler's context was cancelled with %v, want ErrShutdown", c)
 	}
-	if got, err := boss.GetTurn(context.Background(), "p", tv.TurnID); err != nil || got.State != "claimed" {
-		t.Errorf("the Turn after the shutdown = %+v, %v; want it still claimed (left to expire)", got, err)
+	if got, err := boss.GetTurn(context.Background(), "p", tv.TurnID); err != nil || got.State != "queued" {
+		t.Errorf("the Turn after the shutdown = %+v, %v; want it queued again (its claim handed back)", got, err)
 	}
 }

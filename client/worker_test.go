@@ -232,3 +232,36 @@ func TestWorkerReportsPresence(t *testing.T) {
 		return err == nil && a.Presence == "online"
 	})
 }
+
+// TestWorkerHandsItsClaimsBackOnShutdown: a handler still running when the
+// shutdown's grace ends is cancelled, and its claim handed back at once:
+// the Turn is queued again, its attempt not counted, long before the claim
+// would have expired.
+func TestWorkerHandsItsClaimsBackOnShutdown(t *testing.T) {
+	s := startServer(t, time.Minute)
+	boss := s.agent(t, "p", "boss", 1, "turns:dispatch")
+	w := s.agent(t, "p", "w", 1)
+	started := make(chan struct{}, 1)
+	worker, err := w.NewWorker(client.WorkerConfig{Logger: quiet, Wait: time.Second, ShutdownGrace: 10 * time.Millisecond}, func(ctx context.Context, job *client.Job) (client.Result, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return client.Result{}, context.Cause(ctx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, worker)
+	tv := dispatch(t, boss, "p", "boss", "w", "k")
+	<-started
+	if err := stop()(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	got, err := w.GetTurn(context.Background(), "p", tv.TurnID)
+	if err != nil || got.State != "queued" || got.Attempts != 0 || got.Claim != nil {
+		t.Fatalf("the Turn after the shutdown = %+v, %v; want queued again, 0 attempts", got, err)
+	}
+	f, err := w.TurnFeed(context.Background(), "p", tv.TurnID, client.FeedQuery{})
+	if err != nil || f.Items[len(f.Items)-1].Type != "turn.claim_released" {
+		t.Errorf("the Turn's feed ends with %v, want turn.claim_released", f.Items)
+	}
+}
