@@ -179,7 +179,13 @@ func TestClientErrors(t *testing.T) {
 	boss := s.agent(t, "p", "boss", 1, "turns:dispatch")
 	w := s.agent(t, "p", "w", 1)
 
-	_, err := w.GetTurn(ctx, "p", "nope")
+	got, err := w.GetTurn(ctx, "p", "nope")
+	if got != nil {
+		t.Errorf("GetTurn(nope) = %+v with its error, want nil", got)
+	}
+	if a, err := w.GetAgent(ctx, "p", "nobody"); a != nil || err == nil {
+		t.Errorf("GetAgent(nobody) = %+v, %v; want nil and an error", a, err)
+	}
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Status != http.StatusNotFound || ce.Name != "NotFoundError" || ce.Message == "" {
 		t.Errorf("GetTurn(nope) = %v, want a 404 NotFoundError with a message", err)

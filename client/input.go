@@ -38,5 +38,8 @@ func ProvideInputWithToken(ctx context.Context, inputURL, token string, input an
 	c.inputToken = token
 	var out Turn
 	_, err = c.do(ctx, "POST", path[i:], nil, map[string]any{"input": input}, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

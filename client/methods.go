@@ -61,28 +61,40 @@ func (c *Client) Metrics(ctx context.Context) (string, error) {
 func (c *Client) RequestAgentCredentialTokens(ctx context.Context, project string, r TokensRequest) (*CredentialMaterial, error) {
 	var out CredentialMaterial
 	_, err := c.do(ctx, "POST", "/admin/v1/projects/"+seg(project)+"/agent-credential-tokens:request", nil, r, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // CreateJoinInvite creates a join invite (admin).
 func (c *Client) CreateJoinInvite(ctx context.Context, project string, r InviteRequest) (*InviteCreated, error) {
 	var out InviteCreated
 	_, err := c.do(ctx, "POST", "/admin/v1/projects/"+seg(project)+"/agent-join-invites", nil, r, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // RedeemJoin redeems a join code (no credentials needed).
 func (c *Client) RedeemJoin(ctx context.Context, joinCode string) (*CredentialMaterial, error) {
 	var out CredentialMaterial
 	_, err := c.do(ctx, "POST", "/admin/v1/agent-joins:redeem", nil, map[string]string{"join_code": joinCode}, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // RedeemJoinByoa redeems a join code through the compatibility alias.
 func (c *Client) RedeemJoinByoa(ctx context.Context, joinCode string) (*CredentialMaterial, error) {
 	var out CredentialMaterial
 	_, err := c.do(ctx, "POST", "/admin/v1/byoa/join:redeem", nil, map[string]string{"join_code": joinCode}, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Agents and credentials.
@@ -100,7 +112,10 @@ func (c *Client) RegisterAgent(ctx context.Context, project string, r RegisterRe
 	}
 	var out Agent
 	_, err := c.do(ctx, "POST", projectPath(project, "/agents:register"), nil, r, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // IssueCredential issues a credential to an agent; the token is in the
@@ -108,7 +123,10 @@ func (c *Client) RegisterAgent(ctx context.Context, project string, r RegisterRe
 func (c *Client) IssueCredential(ctx context.Context, project, agent string) (*IssuedCredential, error) {
 	var out IssuedCredential
 	_, err := c.do(ctx, "POST", projectPath(project, "/agents/", seg(agent), "/credentials:issue"), nil, nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // RevokeCredential revokes a credential.
@@ -121,14 +139,20 @@ func (c *Client) RevokeCredential(ctx context.Context, project, agent, credentia
 func (c *Client) ListCredentials(ctx context.Context, project, agent string) (*CredentialList, error) {
 	var out CredentialList
 	_, err := c.do(ctx, "GET", projectPath(project, "/agents/", seg(agent), "/credentials"), nil, nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // GetAgent returns the agent truth snapshot.
 func (c *Client) GetAgent(ctx context.Context, project, agent string) (*Agent, error) {
 	var out Agent
 	_, err := c.do(ctx, "GET", projectPath(project, "/agents/", seg(agent)), nil, nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // SubmitWorkMemoryReport submits a work-memory report as the agent.
@@ -141,14 +165,20 @@ func (c *Client) SubmitWorkMemoryReport(ctx context.Context, project, agent stri
 	}
 	var out ReportResult
 	_, err := c.do(ctx, "POST", projectPath(project, "/agents/", seg(agent), "/work-memory-reports"), nil, r, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 func (c *Client) admission(ctx context.Context, project, agent, verb string, requestedBy AgentRef) (*Agent, error) {
 	body := map[string]any{"agent": AgentRef{ProjectID: project, AgentID: agent}, "requested_by": requestedBy}
 	var out Agent
 	_, err := c.do(ctx, "POST", projectPath(project, "/management/agents/", seg(agent), ":"+verb), nil, body, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // DrainAgent stops admitting new Turns to the agent.
@@ -166,7 +196,10 @@ func (c *Client) HeartbeatPresence(ctx context.Context, project, agent string) (
 	var out Agent
 	body := map[string]any{"agent": AgentRef{ProjectID: project, AgentID: agent}}
 	_, err := c.do(ctx, "POST", projectPath(project, "/management/agents/", seg(agent), ":heartbeat-presence"), nil, body, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ReplacePublicMetadata replaces the agent's public metadata (a JSON
@@ -174,7 +207,10 @@ func (c *Client) HeartbeatPresence(ctx context.Context, project, agent string) (
 func (c *Client) ReplacePublicMetadata(ctx context.Context, project, agent string, metadata any) (*Agent, error) {
 	var out Agent
 	_, err := c.do(ctx, "PUT", projectPath(project, "/management/agents/", seg(agent), "/public-metadata"), nil, metadata, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 func feedQuery(q FeedQuery) url.Values {
@@ -192,7 +228,10 @@ func feedQuery(q FeedQuery) url.Values {
 func (c *Client) AgentFeed(ctx context.Context, project, agent string, q FeedQuery) (*Page[FeedItem], error) {
 	var out Page[FeedItem]
 	_, err := c.do(ctx, "GET", projectPath(project, "/agents/", seg(agent), "/feed"), feedQuery(q), nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Turns.
@@ -204,14 +243,20 @@ func (c *Client) DispatchTurn(ctx context.Context, project string, r DispatchReq
 	}
 	var out Turn
 	_, err := c.do(ctx, "POST", projectPath(project, "/turns:dispatch"), nil, r, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // GetTurn returns the Turn snapshot.
 func (c *Client) GetTurn(ctx context.Context, project, turn string) (*Turn, error) {
 	var out Turn
 	_, err := c.do(ctx, "GET", projectPath(project, "/turns/", seg(turn)), nil, nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // TurnContext returns a page of the Turn's semantic context after turn_seq
@@ -226,21 +271,30 @@ func (c *Client) TurnContext(ctx context.Context, project, turn string, after ui
 	}
 	var out Page[ContextItem]
 	_, err := c.do(ctx, "GET", projectPath(project, "/turns/", seg(turn), "/context"), q, nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // TurnFeed returns a page of the Turn's ledger feed.
 func (c *Client) TurnFeed(ctx context.Context, project, turn string, q FeedQuery) (*Page[FeedItem], error) {
 	var out Page[FeedItem]
 	_, err := c.do(ctx, "GET", projectPath(project, "/turns/", seg(turn), "/feed"), feedQuery(q), nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // StopTurn requests a stop of the Turn.
 func (c *Client) StopTurn(ctx context.Context, project, turn string, requestedBy AgentRef) (*Turn, error) {
 	var out Turn
 	_, err := c.do(ctx, "POST", projectPath(project, "/management/turns/", seg(turn), ":stop"), nil, map[string]any{"requested_by": requestedBy}, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // StopTurnTree stops the Turn and every descendant not finished, each by
@@ -251,7 +305,10 @@ func (c *Client) StopTurn(ctx context.Context, project, turn string, requestedBy
 func (c *Client) StopTurnTree(ctx context.Context, project, turn string, requestedBy AgentRef) (*Turn, error) {
 	var out Turn
 	_, err := c.do(ctx, "POST", projectPath(project, "/management/turns/", seg(turn), ":stop"), nil, map[string]any{"requested_by": requestedBy, "cascade": true}, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ProvideTurnInput answers a Turn suspended for input, as the client's
@@ -264,7 +321,10 @@ func (c *Client) StopTurnTree(ctx context.Context, project, turn string, request
 func (c *Client) ProvideTurnInput(ctx context.Context, project, turnID string, input any) (*Turn, error) {
 	var out Turn
 	_, err := c.do(ctx, "POST", projectPath(project, "/turns/", seg(turnID), ":provide-input"), nil, map[string]any{"input": input}, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // BulkStopTurns stops the Turns not finished that r.Filter matches, oldest
@@ -277,7 +337,10 @@ func (c *Client) BulkStopTurns(ctx context.Context, project string, r BulkReques
 	c.defaultRequester(&r.RequestedBy)
 	var out BulkStopResult
 	_, err := c.do(ctx, "POST", projectPath(project, "/management/turns:bulk-stop"), nil, r, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // BulkRetryTurns retries the finished Turns that r.Filter matches and that
@@ -289,7 +352,10 @@ func (c *Client) BulkRetryTurns(ctx context.Context, project string, r BulkReque
 	c.defaultRequester(&r.RequestedBy)
 	var out BulkRetryResult
 	_, err := c.do(ctx, "POST", projectPath(project, "/management/turns:bulk-retry"), nil, r, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // defaultRequester fills an empty requested_by with the client's agent.
@@ -303,7 +369,10 @@ func (c *Client) defaultRequester(r *AgentRef) {
 func (c *Client) ResumeTurn(ctx context.Context, project, turn string, requestedBy AgentRef) (*Turn, error) {
 	var out Turn
 	_, err := c.do(ctx, "POST", projectPath(project, "/turns/", seg(turn), ":resume"), nil, map[string]any{"requested_by": requestedBy}, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // RetryTurn dispatches a new Turn from a finished one whose outcome is
@@ -320,7 +389,10 @@ func (c *Client) RetryTurn(ctx context.Context, project, turnID string, r RetryR
 	c.defaultRequester(&r.RequestedBy)
 	var out Turn
 	_, err := c.do(ctx, "POST", projectPath(project, "/turns/", seg(turnID), ":retry"), nil, r, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Claims.
@@ -346,7 +418,10 @@ func (c *Client) ClaimTurn(ctx context.Context, project, agent string, wait time
 func (c *Client) RenewClaim(ctx context.Context, claim ClaimToken) (*RenewResult, error) {
 	var out RenewResult
 	_, err := c.do(ctx, "POST", projectPath(claim.ProjectID, "/claims:renew"), nil, map[string]any{"claim": claim}, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ReleaseClaim hands a live claim back: the Turn goes back to its old place
@@ -364,7 +439,10 @@ func (c *Client) ReleaseClaim(ctx context.Context, claim ClaimToken) (*Turn, err
 func (c *Client) ReconcileExpiredClaims(ctx context.Context, project string) (*ReconcileResult, error) {
 	var out ReconcileResult
 	_, err := c.do(ctx, "POST", projectPath(project, "/claims:reconcile-expired"), nil, nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // AppendSemanticRecord appends a record (payload encoded as a JSON object)
@@ -373,14 +451,20 @@ func (c *Client) AppendSemanticRecord(ctx context.Context, claim ClaimToken, rol
 	var out RecordResult
 	_, err := c.do(ctx, "POST", projectPath(claim.ProjectID, "/turns/", seg(claim.TurnID), "/semantic-records"), nil,
 		map[string]any{"claim": claim, "role": role, "payload": payload}, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // SuspendTurn suspends the claimed Turn.
 func (c *Client) SuspendTurn(ctx context.Context, claim ClaimToken) (*Turn, error) {
 	var out Turn
 	_, err := c.do(ctx, "POST", projectPath(claim.ProjectID, "/turns/", seg(claim.TurnID), ":suspend"), nil, map[string]any{"claim": claim}, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // SuspendTurnForInput suspends the claimed Turn until someone answers
@@ -398,7 +482,10 @@ func (c *Client) SuspendTurnForInput(ctx context.Context, claim ClaimToken, wait
 	var out InputWaitResult
 	_, err := c.do(ctx, "POST", projectPath(claim.ProjectID, "/turns/", seg(claim.TurnID), ":suspend"), nil,
 		map[string]any{"claim": claim, "awaiting_input": wait}, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // FinishTurn finishes the claimed Turn.
@@ -409,7 +496,10 @@ func (c *Client) FinishTurn(ctx context.Context, claim ClaimToken, r FinishReque
 	}{claim, r}
 	var out Turn
 	_, err := c.do(ctx, "POST", projectPath(claim.ProjectID, "/turns/", seg(claim.TurnID), ":finish"), nil, body, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Projections.
@@ -443,7 +533,10 @@ func (c *Client) ListAgents(ctx context.Context, project string, q AgentQuery) (
 	limit(v, q.Limit)
 	var out Page[Agent]
 	_, err := c.do(ctx, "GET", projectPath(project, "/projection/agents"), v, nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ListTurnOffers returns canonical Turn offers.
@@ -456,7 +549,10 @@ func (c *Client) ListTurnOffers(ctx context.Context, project string, q OfferQuer
 	limit(v, q.Limit)
 	var out Page[TurnOffer]
 	_, err := c.do(ctx, "GET", projectPath(project, "/projection/turn-offers"), v, nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ListTurns returns projected Turns in dispatch order.
@@ -480,7 +576,10 @@ func (c *Client) ListTurns(ctx context.Context, project string, q TurnQuery) (*P
 	limit(v, q.Limit)
 	var out Page[Turn]
 	_, err := c.do(ctx, "GET", projectPath(project, "/projection/turns"), v, nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // TurnLineage returns the Turn's lineage.
@@ -489,12 +588,18 @@ func (c *Client) TurnLineage(ctx context.Context, project, turn string, n int) (
 	limit(v, n)
 	var out Page[LineageItem]
 	_, err := c.do(ctx, "GET", projectPath(project, "/projection/turns/", seg(turn), "/lineage"), v, nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ProjectFeed returns a page of the project's ledger feed.
 func (c *Client) ProjectFeed(ctx context.Context, project string, q FeedQuery) (*Page[FeedItem], error) {
 	var out Page[FeedItem]
 	_, err := c.do(ctx, "GET", projectPath(project, "/projection/feed"), feedQuery(q), nil, &out)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
