@@ -217,3 +217,22 @@ func TestClientErrors(t *testing.T) {
 		t.Error("New(not a url) = nil error")
 	}
 }
+
+// TestDispatchDefaultsFromTheClient: a dispatch names neither the project
+// nor the requester when the client's agent is the requester.
+func TestDispatchDefaultsFromTheClient(t *testing.T) {
+	s := startServer(t, 0)
+	boss := s.agent(t, "p", "boss", 1, "turns:dispatch")
+	s.agent(t, "p", "w", 1)
+	tv, err := boss.DispatchTurn(context.Background(), "", client.DispatchRequest{
+		TargetAgent: client.AgentRef{AgentID: "w"}, TurnKind: "summarize", DispatchKey: "short",
+		Authority: client.Authority{Mode: "root_request", RequestID: "r"},
+	})
+	if err != nil {
+		t.Fatalf("DispatchTurn with the defaults = %v", err)
+	}
+	want := client.AgentRef{ProjectID: "p", AgentID: "boss"}
+	if tv.ProjectID != "p" || tv.RequestedBy != want || tv.TargetAgent != (client.AgentRef{ProjectID: "p", AgentID: "w"}) {
+		t.Errorf("the Turn = project %s, requested by %+v, target %+v", tv.ProjectID, tv.RequestedBy, tv.TargetAgent)
+	}
+}

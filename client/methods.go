@@ -236,8 +236,17 @@ func (c *Client) AgentFeed(ctx context.Context, project, agent string, q FeedQue
 
 // Turns.
 
-// DispatchTurn dispatches a root or child Turn.
+// DispatchTurn dispatches a root or child Turn. An empty project is the
+// client's; an empty RequestedBy is the client's agent; a TargetAgent
+// without a project is of the dispatch's project.
 func (c *Client) DispatchTurn(ctx context.Context, project string, r DispatchRequest) (*Turn, error) {
+	if project == "" {
+		project = c.project
+	}
+	c.defaultRequester(&r.RequestedBy)
+	if r.TargetAgent.ProjectID == "" {
+		r.TargetAgent.ProjectID = project
+	}
 	if r.Input == nil {
 		r.Input = map[string]any{}
 	}

@@ -207,7 +207,9 @@ type WorkerConfig struct {
 	// presence (heartbeat-presence) while it runs, so that an idle worker
 	// still shows online (default 30s; negative turns it off).
 	PresenceInterval time.Duration
-	Logger           *slog.Logger
+	// Logger gets one info line per claim and per finish, and warnings
+	// (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Worker claims the agent's Turns with long polls and runs a Handler for
@@ -378,11 +380,12 @@ func (w *Worker) run(hard context.Context, res *ClaimResult) {
 		defer close(renewDone)
 		w.renew(ctx, job, cancel)
 	}()
+	log := w.cfg.Logger.With("turn_id", res.Turn.TurnID)
+	log.Info("turnledger worker: claimed", "turn_kind", res.Turn.TurnKind, "attempt", res.Turn.Attempts, "expires_at", res.Claim.ExpiresAt)
 	result, herr := w.safeHandle(ctx, job)
 	cause := context.Cause(ctx)
 	cancel(nil)
 	<-renewDone
-	log := w.cfg.Logger.With("turn_id", res.Turn.TurnID)
 	switch {
 	case job.suspendedForInput():
 		if herr != nil {
@@ -430,7 +433,9 @@ func (w *Worker) run(hard context.Context, res *ClaimResult) {
 		return err
 	}); err != nil {
 		log.Warn("turnledger worker: finish", "outcome", req.Outcome, "err", err)
+		return
 	}
+	log.Info("turnledger worker: finished", "outcome", req.Outcome, "retry", req.Retry)
 }
 
 // presence reports the agent's presence at once and then every

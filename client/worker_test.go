@@ -265,3 +265,45 @@ func TestWorkerHandsItsClaimsBackOnShutdown(t *testing.T) {
 		t.Errorf("the Turn's feed ends with %v, want turn.claim_released", f.Items)
 	}
 }
+
+// TestWorkerLogsEachClaimAndFinish: at info level, one line per claim and
+// one per finish, with the Turn's id.
+func TestWorkerLogsEachClaimAndFinish(t *testing.T) {
+	s := startServer(t, 0)
+	boss := s.agent(t, "p", "boss", 1, "turns:dispatch")
+	w := s.agent(t, "p", "w", 1)
+	var buf syncBuffer
+	worker, err := w.NewWorker(client.WorkerConfig{Logger: slog.New(slog.NewTextHandler(&buf, nil)), Wait: time.Second},
+		func(ctx context.Context, job *client.Job) (client.Result, error) { return client.Result{Outcome: "succeeded"}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, worker)
+	tv := dispatch(t, boss, "p", "boss", "w", "k")
+	checkfor.Until(t, 10*time.Second, "the Turn to finish", func() bool { return outcome(t, w, "p", tv.TurnID) == "succeeded" })
+	checkfor.Until(t, 10*time.Second, "the finish to be logged", func() bool { return strings.Contains(buf.String(), "finished") })
+	out := buf.String()
+	for _, want := range []string{"turnledger worker: claimed", "turnledger worker: finished", "turn_id=" + tv.TurnID, "outcome=succeeded"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the worker's log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the worker's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
