@@ -274,7 +274,9 @@ func TestWorkerLogsEachClaimAndFinish(t *testing.T) {
 	w := s.agent(t, "p", "w", 1)
 	var buf syncBuffer
 	worker, err := w.NewWorker(client.WorkerConfig{Logger: slog.New(slog.NewTextHandler(&buf, nil)), Wait: time.Second},
-		func(ctx context.Context, job *client.Job) (client.Result, error) { return client.Result{Outcome: "succeeded"}, nil })
+		func(ctx context.Context, job *client.Job) (client.Result, error) {
+			return client.Result{Outcome: "succeeded"}, nil
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
