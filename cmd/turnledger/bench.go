@@ -29,6 +29,7 @@ import (
 
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
+	"github.com/turnledger/turnledger/serve"
 )
 
 // benchConfig is `turnledger bench`'s flags.
@@ -331,7 +332,7 @@ func (b *bench) start(ctx context.Context, dir string) (*target, error) {
 
 // startWith is start with the in-process serve's configuration changed by
 // tune (when not nil).
-func (b *bench) startWith(ctx context.Context, dir string, tune func(*serviceConfig)) (*target, error) {
+func (b *bench) startWith(ctx context.Context, dir string, tune func(*serve.Config)) (*target, error) {
 	if b.cfg.URL != "" {
 		t := &target{url: strings.TrimRight(b.cfg.URL, "/"), admin: b.cfg.AdminToken, close: func() error { return nil }}
 		if b.cfg.NATSURL != "" {
@@ -351,25 +352,25 @@ func (b *bench) startWith(ctx context.Context, dir string, tune func(*serviceCon
 		}
 		dir, cleanup = tmp, func() { os.RemoveAll(tmp) }
 	}
-	cfg := defaultServiceConfig()
+	cfg := serve.DefaultConfig()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", dir
 	cfg.AdminToken = "tladm_bench"
 	if b.cfg.Sync != "" {
 		cfg.Sync = b.cfg.Sync
 	}
 	if b.cfg.ProjSync != "" {
-		cfg.ProjSync = b.cfg.ProjSync
+		cfg.ProjectionSync = b.cfg.ProjSync
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if tune != nil {
 		tune(&cfg)
 	}
-	s, err := startService(ctx, cfg)
+	s, err := serve.Start(ctx, cfg)
 	if err != nil {
 		cleanup()
 		return nil, err
 	}
-	return &target{url: s.URL(), admin: cfg.AdminToken, nc: s.nc, close: func() error {
+	return &target{url: s.URL(), admin: cfg.AdminToken, nc: s.NATS(), close: func() error {
 		err := s.Close()
 		cleanup()
 		return err
@@ -915,15 +916,15 @@ func ledgerHead(dir string) uint64 {
 	if _, err := os.Stat(filepath.Join(dir, "projections.db")); err != nil {
 		return 0
 	}
-	cfg := defaultServiceConfig()
+	cfg := serve.DefaultConfig()
 	cfg.Addr, cfg.DataDir, cfg.AdminToken, cfg.ReapInterval = "127.0.0.1:0", dir, "tladm_bench", 0
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := startService(context.Background(), cfg)
+	s, err := serve.Start(context.Background(), cfg)
 	if err != nil {
 		return 0
 	}
 	defer s.Close()
-	h, _ := s.ledger.Head(context.Background())
+	h, _ := s.Ledger().Head(context.Background())
 	return h
 }
 
@@ -1046,6 +1047,16 @@ func (b *bench) feedPages(ctx context.Context, c *child, res *benchResult) error
 	}
 	res.FeedP50, res.FeedP99 = quantile(lat, 0.5), quantile(lat, 0.99)
 	return nil
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // cpuTime is the process's user and system CPU time.

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/turnledger/turnledger/serve"
 )
 
 // The overload scenario of `turnledger bench`: each point of the README's
@@ -150,8 +152,8 @@ type overloadServe struct {
 }
 
 // startOverloadServe starts a serve with limits lim and sets its agents up.
-func (b *bench) startOverloadServe(ctx context.Context, lim limits) (*overloadServe, error) {
-	t, err := b.startWith(ctx, "", func(c *serviceConfig) { c.Limits, c.ReapInterval = lim, 0 })
+func (b *bench) startOverloadServe(ctx context.Context, lim serve.Limits) (*overloadServe, error) {
+	t, err := b.startWith(ctx, "", func(c *serve.Config) { c.Limits, c.ReapInterval = lim, 0 })
 	if err != nil {
 		return nil, err
 	}
@@ -218,9 +220,9 @@ func (b *bench) overload(ctx context.Context) (*benchResult, error) {
 	res := &benchResult{Scenario: "overload", Overload: &overloadResult{PhaseSeconds: phase.Seconds(), Factor: b.cfg.Factor, Dispatchers: b.cfg.Agents}}
 	r := res.Overload
 
-	off := limits{MaxPageBytes: 1 << 30} // every bound off, pages at most 1 GiB
-	on := defaultLimits()
-	scaled := defaultLimits()
+	off := serve.Limits{MaxPageBytes: 1 << 30} // every bound off, pages at most 1 GiB
+	on := serve.DefaultLimits()
+	scaled := serve.DefaultLimits()
 	scaled.ReadTimeout, scaled.MaxConns = overloadReadTimeout, overloadConnCap
 	b.say("starting three serves (protections off, on, on with a read timeout of %v and a cap of %d connections)…", overloadReadTimeout, overloadConnCap)
 	var serves []*overloadServe
@@ -229,7 +231,7 @@ func (b *bench) overload(ctx context.Context) (*benchResult, error) {
 			s.close()
 		}
 	}()
-	for _, lim := range []limits{off, on, scaled} {
+	for _, lim := range []serve.Limits{off, on, scaled} {
 		s, err := b.startOverloadServe(ctx, lim)
 		if err != nil {
 			return nil, err

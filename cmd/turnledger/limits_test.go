@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turnledger/turnledger/serve"
 )
 
 // TestServeCutsASlowBody: a client that trickles a request body past
@@ -105,8 +107,8 @@ func TestServeSetsTheMemoryLimit(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(old)
 	t.Setenv("GOMEMLIMIT", "")
-	l := defaultLimits()
-	l.setMemoryLimit()
+	l := serve.DefaultLimits()
+	l.SetMemoryLimit()
 	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
 		t.Errorf("memory limit after serve's default = %d, want %d (1GiB)", got, 1<<30)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/turnledger/turnledger/monitor"
+	"github.com/turnledger/turnledger/serve"
 )
 
 const monitorUsage = `Usage: turnledger monitor [--config FILE] [flags]
@@ -95,10 +96,10 @@ func runMonitor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 	// The same deadlines and connection cap as serve's defaults (no request
 	// of the monitor streams or waits).
-	lim := defaultLimits()
-	srv := lim.server(m.Handler())
+	lim := serve.DefaultLimits()
+	srv := lim.Server(m.Handler())
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(lim.listen(ln)) }()
+	go func() { serveErr <- srv.Serve(lim.Listen(ln)) }()
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

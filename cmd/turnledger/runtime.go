@@ -16,6 +16,7 @@ import (
 	"github.com/turnledger/turnledger/authn"
 	"github.com/turnledger/turnledger/authn/boltstore"
 	"github.com/turnledger/turnledger/authn/natsbus"
+	"github.com/turnledger/turnledger/serve"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -80,15 +81,15 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 		fmt.Fprintln(fs.Output())
 		fmt.Fprint(fs.Output(), runtimeEnv)
 	}
-	lim := defaultLimits()
-	lim.connFlags(fs, "the execution websocket is not cut by it")
-	lim.authFlags(fs, "per address")
+	lim := serve.DefaultLimits()
+	connFlags(fs, &lim, "the execution websocket is not cut by it")
+	authFlags(fs, &lim, "per address")
 	var logOpts logOptions
 	logOpts.register(fs)
 	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
 	}
-	if err := lim.validate(); err != nil {
+	if err := validateLimits(lim); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	logger, err := logOpts.logger(stderr)
@@ -100,7 +101,7 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 	}
 
 	cfg, problems := runtimeConfig(getenv)
-	cfg.AuthFailures = lim.authFailures()
+	cfg.AuthFailures = lim.AuthFailures()
 	if err := cfg.Validate(); err != nil {
 		problems = append(problems, splitJoined(err)...)
 	}
@@ -168,11 +169,11 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 	// serve's deadlines and connection cap. The execution websocket clears
 	// the deadlines of its connection when it takes it over (authn/ws.go),
 	// so they bound requests, not sockets.
-	hs := lim.server(handler)
+	hs := lim.Server(handler)
 	fmt.Fprintf(stdout, "turnledger runtime: listening on http://%s (AUTH_MODE=%s, APP_ENV=%s, database %s)\n", ln.Addr(), cfg.Mode, cfg.AppEnv, db)
 
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(lim.listen(ln)) }()
+	go func() { errc <- hs.Serve(lim.Listen(ln)) }()
 	select {
 	case err := <-errc:
 		return err

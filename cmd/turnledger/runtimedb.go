@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -245,4 +246,13 @@ func runtimeMigrate(ctx context.Context, args []string, getenv func(string) stri
 		fmt.Fprintf(stdout, "granted the runtime's privileges to %s\n", *grantTo)
 	}
 	return nil
+}
+
+// redactURL hides a password in a URL.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
