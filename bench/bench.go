@@ -48,6 +48,48 @@ import (
 	"github.com/turnledger/turnledger/serve"
 )
 
+// Help describes the scenarios and where the bench runs them, for
+// `turnledger bench --help`.
+const Help = `Measures turnledger as users run it, and in the same run the limit it is
+measured against: the raw guarded append rate of the same NATS server (one
+JetStream publish with the per-project expectation, in sequence).
+
+Scenarios (--scenario):
+  lifecycle  --agents workers and --requesters requesters over --projects
+             projects drive whole Turns (dispatch, claim, one record, finish)
+             over HTTP for --duration, each worker on a keep-alive
+             connection of its own (--net-http: through net/http's Client):
+             closed loop (each worker waits for its answer), or open loop at
+             --rate Turns/s. Prints Turns/s, commands/s, their ratio to the
+             append rate, p50/p95/p99 per command kind, projection lag, RSS
+             and CPU.
+  feed       feed page of 100 p50/p99 at the end of a ledger of --events.
+  replay     events/s and peak RSS of 'turnledger replay' at --events.
+  start      time from process start to /readyz 200, and RSS when ready, on a
+             data directory holding --events.
+  overload   each protection of serve against overload and abuse, on an
+             in-process serve with the protections off ("off", as before
+             them) and one with serve's defaults ("on"): an open loop of
+             dispatches at --factor times the capacity measured first with
+             --agents dispatchers in a closed loop (accepted and shed,
+             latency, recovery); readers of a Turn feed
+             of --events events of 200 KiB (default 100) with limit=500
+             (page sizes, RSS); clients that trickle a body (cut by the read
+             timeout); more connections than the cap; a flood of wrong tokens
+             beside a real agent (its p50/p99, the 429s). The eight timed
+             phases share --duration. The read timeout and connection cap are
+             scaled to the run (1 s, 256) on a third serve.
+
+Without --url, bench starts serve in-process on a temporary data directory
+(embedded NATS, file storage, as 'turnledger serve' runs). With --url it
+drives a running serve (the admin token from --admin-token or
+TURNLEDGER_ADMIN_TOKEN); the append rate is then measured only with
+--nats-url. The feed, replay and start scenarios make their ledger in
+--data (a new temporary directory by default) and run 'turnledger serve' and
+'turnledger replay' as child processes of this binary.
+
+`
+
 // Config is what to measure: `turnledger bench`'s flags.
 type Config struct {
 	Scenario     string // lifecycle, feed, replay, start or overload

@@ -2,10 +2,13 @@ package serve
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,10 +17,10 @@ import (
 	"github.com/turnledger/turnledger/projection"
 )
 
-// Limits are serve's protections against overload and abuse; docs on
-// reliability document each default. A zero bound is no bound, and a zero
-// timeout no deadline (serve's flags refuse those two: only the bench's
-// "protections off" serve runs without deadlines).
+// Limits are serve's protections against overload and abuse; the README's
+// reliability section documents each default. A zero bound is no bound, and
+// a zero timeout no deadline (serve's flags refuse a zero timeout: only the
+// bench's "protections off" serve runs without deadlines).
 type Limits struct {
 	MaxInFlight        int           // requests served at once by the instance
 	MaxProjectInFlight int           // requests of one project served at once
@@ -26,8 +29,8 @@ type Limits struct {
 	MaxConns           int           // open connections; more wait in the listen backlog
 	ReadTimeout        time.Duration // whole request, body included
 	WriteTimeout       time.Duration // whole response; streams extend their own
-	MemoryLimit        int64         // soft memory limit of the process in bytes (GOMEMLIMIT)
-	MaxPageBytes       int64         // stored bytes of the items of one feed, context or Turn list page
+	MemoryLimit        ByteSize      // soft memory limit of the process (GOMEMLIMIT)
+	MaxPageBytes       ByteSize      // stored bytes of the items of one feed, context or Turn list page
 }
 
 // DefaultLimits are serve's defaults.
@@ -84,7 +87,7 @@ func (l Limits) SetMemoryLimit() {
 	if os.Getenv("GOMEMLIMIT") != "" || l.MemoryLimit <= 0 {
 		return
 	}
-	debug.SetMemoryLimit(l.MemoryLimit)
+	debug.SetMemoryLimit(int64(l.MemoryLimit))
 }
 
 // Listen wraps ln so that at most MaxConns connections are open at once.
@@ -126,4 +129,34 @@ func (c *capConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// ByteSize is a number of bytes. As a flag.Value it reads and writes a
+// whole number with an optional KiB, MiB or GiB suffix.
+type ByteSize int64
+
+func (b *ByteSize) String() string {
+	switch n := int64(*b); {
+	case n > 0 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}
+
+func (b *ByteSize) Set(s string) error {
+	mult := int64(1)
+	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if v, ok := strings.CutSuffix(s, suffix); ok {
+			s, mult = v, m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return errors.New("want a whole number of bytes, optionally with KiB, MiB or GiB")
+	}
+	*b = ByteSize(n * mult)
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/turnledger/turnledger/ledger"
 	"github.com/turnledger/turnledger/projection"
 )
 
@@ -121,3 +122,21 @@ const (
 	ProjectionSyncClose  = "close"  // fsync at shutdown; rebuilt after a crash of the machine
 	ProjectionSyncCommit = "commit" // fsync every commit
 )
+
+// ParseProjectionSync reads a ProjectionSync value.
+func ParseProjectionSync(v string) (string, error) {
+	switch v {
+	case ProjectionSyncClose, ProjectionSyncCommit:
+		return v, nil
+	}
+	return "", fmt.Errorf("must be %q or %q", ProjectionSyncClose, ProjectionSyncCommit)
+}
+
+// ParseSync reads a Sync value.
+func ParseSync(v string) (ledger.Sync, error) {
+	switch s := ledger.Sync(v); s {
+	case ledger.SyncAlways, ledger.SyncInterval:
+		return s, nil
+	}
+	return "", fmt.Errorf("must be %q or %q", ledger.SyncAlways, ledger.SyncInterval)
+}

@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -290,6 +291,29 @@ func openLedger(ctx context.Context, dataDir, natsURL string, auth NATSAuth, cfg
 	return emb, nc, l, nil
 }
 
+// Run starts the service, says on out where it serves, its ledger, its
+// projections and its admin token, serves until ctx ends, and closes it.
+func Run(ctx context.Context, cfg Config, out io.Writer) error {
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	backend := "embedded NATS (JetStream under " + cfg.DataDir + "/nats)"
+	if cfg.NATSURL != "" {
+		backend = "NATS at " + RedactURLs(cfg.NATSURL)
+	}
+	fmt.Fprintf(out, "turnledger serving on %s, ledger on %s, projections in %s/projections.db\n", s.URL(), backend, cfg.DataDir)
+	fmt.Fprintf(out, "web console: %s/console/ (sign in with the admin bearer token)\n", s.URL())
+	if s.tokenPath != "" {
+		fmt.Fprintf(out, "admin bearer token: in %s (set TURNLEDGER_ADMIN_TOKEN to choose your own)\n", s.tokenPath)
+	} else {
+		fmt.Fprintln(out, "admin bearer token: from TURNLEDGER_ADMIN_TOKEN")
+	}
+	<-ctx.Done()
+	fmt.Fprintln(out, "shutting down")
+	return s.Close()
+}
+
 // URL is the base URL of the API.
 func (s *Service) URL() string { return "http://" + s.listener.Addr().String() }
 
@@ -417,6 +441,16 @@ func (s *Service) diagnostics(ctx context.Context) []httpapi.Diagnostic {
 		d = append(d, httpapi.Diagnostic{Code: "ledger_unreachable", Message: "the ledger head cannot be read: " + err.Error()})
 	}
 	return d
+}
+
+// ReadAdminToken reads the admin token a service keeps in dataDir (an
+// error wrapping os.ErrNotExist when there is none).
+func ReadAdminToken(dataDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "admin-token"))
+	if err != nil {
+		return "", fmt.Errorf("read admin token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // adminToken reads the admin token kept in the data directory, or makes one

@@ -3,9 +3,6 @@ package main
 import (
 	"errors"
 	"flag"
-	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/turnledger/turnledger/serve"
 )
@@ -16,8 +13,8 @@ func limitFlags(fs *flag.FlagSet, l *serve.Limits) {
 	fs.IntVar(&l.MaxProjectInFlight, "max-project-in-flight", l.MaxProjectInFlight, "requests of one project served at once; beyond it 503 with Retry-After (0: no bound)")
 	authFlags(fs, l, "per address and per agent")
 	connFlags(fs, l, "long polls and streams extend their own")
-	fs.Var((*byteSize)(&l.MaxPageBytes), "max-page-bytes", "stored bytes of the items of one feed, context or Turn list page, e.g. 4MiB; a page stops before the item that would pass it, with has_more (it always holds one item)")
-	fs.Var((*byteSize)(&l.MemoryLimit), "memory-limit", "soft memory limit of the process, e.g. 512MiB or 2GiB (GOMEMLIMIT in the environment wins; 0: none)")
+	fs.Var(&l.MaxPageBytes, "max-page-bytes", "stored bytes of the items of one feed, context or Turn list page, e.g. 4MiB; a page stops before the item that would pass it, with has_more (it always holds one item)")
+	fs.Var(&l.MemoryLimit, "memory-limit", "soft memory limit of the process, e.g. 512MiB or 2GiB (GOMEMLIMIT in the environment wins; 0: none)")
 }
 
 // authFlags are the flags of the failed-authentication throttle (serve's
@@ -43,34 +40,4 @@ func validateLimits(l serve.Limits) error {
 		errs = append(errs, errors.New("--read-timeout and --write-timeout must be positive"))
 	}
 	return errors.Join(l.Validate(), errors.Join(errs...))
-}
-
-// byteSize is a flag of bytes: a whole number with an optional KiB, MiB or
-// GiB suffix.
-type byteSize int64
-
-func (b *byteSize) String() string {
-	switch n := int64(*b); {
-	case n > 0 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n > 0 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	}
-	return strconv.FormatInt(int64(*b), 10)
-}
-
-func (b *byteSize) Set(s string) error {
-	mult := int64(1)
-	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
-		if v, ok := strings.CutSuffix(s, suffix); ok {
-			s, mult = v, m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return errors.New("want a whole number of bytes, optionally with KiB, MiB or GiB")
-	}
-	*b = byteSize(n * mult)
-	return nil
 }

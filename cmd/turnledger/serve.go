@@ -69,22 +69,5 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.NATSAuth.Validate(cfg.NATSURL); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	s, err := serve.Start(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	backend := "embedded NATS (JetStream under " + cfg.DataDir + "/nats)"
-	if cfg.NATSURL != "" {
-		backend = "NATS at " + serve.RedactURLs(cfg.NATSURL)
-	}
-	fmt.Fprintf(stdout, "turnledger serving on %s, ledger on %s, projections in %s/projections.db\n", s.URL(), backend, cfg.DataDir)
-	fmt.Fprintf(stdout, "web console: %s/console/ (sign in with the admin bearer token)\n", s.URL())
-	if path := s.AdminTokenPath(); path != "" {
-		fmt.Fprintf(stdout, "admin bearer token: in %s (set TURNLEDGER_ADMIN_TOKEN to choose your own)\n", path)
-	} else {
-		fmt.Fprintln(stdout, "admin bearer token: from TURNLEDGER_ADMIN_TOKEN")
-	}
-	<-ctx.Done()
-	fmt.Fprintln(stdout, "shutting down")
-	return s.Close()
+	return serve.Run(ctx, cfg, stdout)
 }
