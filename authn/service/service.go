@@ -15,13 +15,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/turnledger/turnledger/authn"
 	"github.com/turnledger/turnledger/authn/natsbus"
-	"github.com/turnledger/turnledger/serve"
 )
 
 // Config is what Run needs.
@@ -31,8 +31,15 @@ type Config struct {
 	AdminURL string       // DATABASE_ADMIN_URL: the schema owner's postgres:// URL, for migrations at start
 	NATSURL  string       // NATS for the websocket fan-out; empty starts an embedded server on a loopback port
 	Auth     authn.Config // the authn server's configuration, valid
-	Limits   serve.Limits // the deadlines and the connection cap (AuthFailures is in Auth)
+	Limits   Limits       // the deadlines and the connection cap (the throttle is Auth.AuthFailures)
 	Logger   *slog.Logger
+}
+
+// Limits bound the HTTP server: its deadlines (Server) and how many
+// connections it holds open at once (Listen). serve.Limits is one.
+type Limits interface {
+	Server(http.Handler) *http.Server
+	Listen(net.Listener) net.Listener
 }
 
 // ConfigError is a problem of the configuration or of the database found
