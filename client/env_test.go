@@ -2,30 +2,61 @@ package client_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/httpapi"
-	"github.com/turnledger/turnledger/internal/stacktest"
+	"github.com/turnledger/turnledger/ledger"
+	"github.com/turnledger/turnledger/serve"
 )
 
-// The tests run the client against the real server parts, wired as `serve`
-// wires them (internal/stacktest); cmd/turnledger's tests also run it
-// against the binary's serve.
+// The tests run the client against the whole service as `turnledger serve`
+// wires it (package serve), with the ledger's stream in memory, the data
+// directory in t.TempDir() and no background reaper; cmd/turnledger's tests
+// also run it against the binary's serve.
 
-const adminToken = stacktest.AdminToken
+const adminToken = "client-test-admin-token"
 
 type server struct {
 	url string
 	api *httpapi.Server
 }
 
+// serverConfig changes the defaults of a test server; zero fields keep them.
+type serverConfig struct {
+	ClaimTTL time.Duration
+	// Now is the clock of the engine, the projections and the API (default
+	// time.Now), so that a test can expire claims without sleeping.
+	Now func() time.Time
+}
+
 func startServer(t *testing.T, claimTTL time.Duration) *server {
 	t.Helper()
-	st := stacktest.Start(t, stacktest.Config{ClaimTTL: claimTTL})
-	return &server{url: st.URL, api: st.API}
+	return startServerWith(t, serverConfig{ClaimTTL: claimTTL})
+}
+
+// startServerWith starts a server that stops when the test ends.
+func startServerWith(t *testing.T, sc serverConfig) *server {
+	t.Helper()
+	cfg := serve.DefaultConfig()
+	cfg.Addr, cfg.DataDir, cfg.AdminToken = "127.0.0.1:0", t.TempDir(), adminToken
+	cfg.Ledger.Storage = ledger.MemoryStorage
+	cfg.ReapInterval = 0
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if sc.ClaimTTL > 0 {
+		cfg.Kernel.ClaimTTL = sc.ClaimTTL
+	}
+	cfg.Now = sc.Now
+	s, err := serve.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &server{url: s.URL(), api: s.API()}
 }
 
 func (s *server) admin(t *testing.T) *client.Client {

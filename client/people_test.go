@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/internal/checkfor"
-	"github.com/turnledger/turnledger/internal/stacktest"
 	"github.com/turnledger/turnledger/internal/testclock"
 )
 
@@ -56,7 +55,7 @@ func records(t *testing.T, c *client.Client, turn string) []string {
 // the requester, as itself.
 func TestInputRoundTrip(t *testing.T) {
 	var clock testclock.Offset
-	s := startServerWith(t, stacktest.Config{Now: clock.Now})
+	s := startServerWith(t, serverConfig{Now: clock.Now})
 	ctx := context.Background()
 	boss := s.agent(t, "p", "boss", 1, "turns:dispatch")
 	w := s.agent(t, "p", "w", 1)

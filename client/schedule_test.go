@@ -15,7 +15,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/internal/checkfor"
-	"github.com/turnledger/turnledger/internal/stacktest"
 	"github.com/turnledger/turnledger/internal/testclock"
 )
 
@@ -87,7 +86,7 @@ func TestDispatchWithoutAScheduleSendsNothingNew(t *testing.T) {
 // Turn list filters by priority.
 func TestDispatchScheduleRoundTrips(t *testing.T) {
 	var clock testclock.Offset
-	s := startServerWith(t, stacktest.Config{Now: clock.Now})
+	s := startServerWith(t, serverConfig{Now: clock.Now})
 	ctx := context.Background()
 	boss := s.agent(t, "p", "boss", 1, "turns:dispatch", "projections:read")
 	s.agent(t, "p", "w", 1)
@@ -147,7 +146,7 @@ func TestDispatchScheduleRoundTrips(t *testing.T) {
 // not. The failures' payloads are records of the Turn.
 func TestWorkerRetryLater(t *testing.T) {
 	var clock testclock.Offset
-	s := startServerWith(t, stacktest.Config{Now: clock.Now})
+	s := startServerWith(t, serverConfig{Now: clock.Now})
 	ctx := context.Background()
 	boss := s.agent(t, "p", "boss", 1, "turns:dispatch")
 	w := s.agent(t, "p", "w", 1)

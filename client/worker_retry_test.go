@@ -14,15 +14,8 @@ import (
 
 	"github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/internal/checkfor"
-	"github.com/turnledger/turnledger/internal/stacktest"
 	"github.com/turnledger/turnledger/internal/testclock"
 )
-
-func startServerWith(t *testing.T, cfg stacktest.Config) *server {
-	t.Helper()
-	st := stacktest.Start(t, cfg)
-	return &server{url: st.URL, api: st.API}
-}
 
 // claimTransport sees every claim request on its way to the real server.
 // fail, when it returns a response or an error for the n-th claim request
@@ -270,7 +263,7 @@ func TestWorkerCancelsTheHandlerWhenItsClaimIsLost(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := &testclock.Offset{}
-			s := startServerWith(t, stacktest.Config{ClaimTTL: 3 * time.Second, Now: clk.Now})
+			s := startServerWith(t, serverConfig{ClaimTTL: 3 * time.Second, Now: clk.Now})
 			boss := s.agent(t, "p", "boss", 1, "turns:dispatch", "management")
 			w := s.agent(t, "p", "w", 1)
 			started := make(chan struct{}, 1)

@@ -24,6 +24,7 @@
 package devissuer
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -33,6 +34,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"net"
 	"net/http"
 	"net/mail"
 	"net/url"
@@ -110,6 +112,21 @@ func New(cfg Config) (*Issuer, error) {
 }
 
 // ServeHTTP serves the issuer's routes.
+// Serve serves the issuer on ln until ctx ends, then shuts down within 5 s.
+func (i *Issuer) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: i, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return hs.Shutdown(sctx)
+}
+
 func (i *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Frame-Options", "DENY")
 	i.mux.ServeHTTP(w, r)

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
-	tl "github.com/turnledger/turnledger/client"
+	"github.com/turnledger/turnledger/client/cli"
 )
 
 // runAgents runs `turnledger agents list` through the HTTP API.
@@ -37,14 +36,5 @@ func runAgents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	pg, err := c.ListAgents(ctx, a.project, tl.AgentQuery{Limit: *limit})
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tROLE\tADMITTING\tCLAIMS\tCAPACITY\tPRESENCE\tCAPABILITIES")
-	for _, ag := range pg.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%s\t%s\n", ag.AgentID, ag.Role, ag.Admitting, ag.ActiveClaims, ag.Capacity, ag.Presence, strings.Join(ag.Capabilities, ","))
-	}
-	return tw.Flush()
+	return cli.ListAgents(ctx, c, a.project, *limit, stdout)
 }

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	tl "github.com/turnledger/turnledger/client"
+	"github.com/turnledger/turnledger/serve"
 )
 
 // apiFlags are the flags of the subcommands that read the engine through
@@ -49,15 +49,11 @@ func adminTokenFor(given, dataDir string) (string, error) {
 	if t := os.Getenv("TURNLEDGER_ADMIN_TOKEN"); t != "" {
 		return t, nil
 	}
-	path := filepath.Join(dataDir, "admin-token")
-	b, err := os.ReadFile(path)
+	t, err := serve.ReadAdminToken(dataDir)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("no admin token: pass --token, set TURNLEDGER_ADMIN_TOKEN, or run from the directory whose %s serve made", path)
+		return "", fmt.Errorf("no admin token: pass --token, set TURNLEDGER_ADMIN_TOKEN, or run from the directory whose %s serve made", filepath.Join(dataDir, "admin-token"))
 	}
-	if err != nil {
-		return "", fmt.Errorf("read admin token: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
+	return t, err
 }
 
 // usage sets fs's usage text: the command line, what it does, the flags.

@@ -8,15 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/turnledger/turnledger/catalogue"
-	"github.com/turnledger/turnledger/internal/reqlog"
 )
 
 // catalogueStdin is where `catalogue hash-key` reads the key; tests replace it.
@@ -101,54 +96,8 @@ Flags:`)
 	}
 
 	warnIfNotLoopback(logger, *addr)
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
 	cfg.BaseURL = *baseURL
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = "http://" + ln.Addr().String()
-	}
-	srv, err := catalogue.New(cfg)
-	if err != nil {
-		return err
-	}
-	// One log line per request (internal/reqlog); the partner key travels in
-	// a header, which is never logged.
-	handler := reqlog.Handler(logger, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == catalogue.Path {
-			reqlog.Route(r, catalogue.Path, "")
-		}
-		srv.ServeHTTP(w, r)
-	}))
-	hs := &http.Server{
-		Handler:           handler,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
-	fmt.Fprintf(stderr, "turnledger catalogue: %d cities, %d subcategories, %d partner keys; listening on http://%s%s\n",
-		len(cfg.Catalogue.Cities), len(cfg.Catalogue.Subcategories), len(cfg.Keys), ln.Addr(), catalogue.Path)
-	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(shutdown); err != nil {
-		return err
-	}
-	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return catalogue.ListenAndServe(ctx, cfg, *addr, logger, stderr)
 }
 
 func catalogueHashKey(args []string, stdout, stderr io.Writer) error {

@@ -24,6 +24,7 @@ import (
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
+	"github.com/turnledger/turnledger/serve"
 )
 
 // The cluster tests run two serve instances on a three-server JetStream
@@ -51,9 +52,9 @@ func clusterLogLevel() slog.Level {
 
 // startClusterService runs one serve on the cluster at urls, with its own
 // data directory and memory storage for a stream it creates.
-func startClusterService(t *testing.T, urls string, replicas int, tune func(*serviceConfig)) *service {
+func startClusterService(t *testing.T, urls string, replicas int, tune func(*serve.Config)) *serve.Service {
 	t.Helper()
-	cfg := defaultServiceConfig()
+	cfg := serve.DefaultConfig()
 	cfg.Addr, cfg.DataDir, cfg.NATSURL = "127.0.0.1:0", t.TempDir(), urls
 	cfg.AdminToken = clusterAdminToken
 	cfg.ReapInterval = 0
@@ -63,7 +64,7 @@ func startClusterService(t *testing.T, urls string, replicas int, tune func(*ser
 	if tune != nil {
 		tune(&cfg)
 	}
-	s, err := startService(t.Context(), cfg)
+	s, err := serve.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("startService on %s = %v", urls, err)
 	}
@@ -105,12 +106,12 @@ func dispatchBody(project, key string) map[string]any {
 
 // caughtUp waits until every service's projections have reached the
 // ledger's head.
-func caughtUp(t *testing.T, services ...*service) {
+func caughtUp(t *testing.T, services ...*serve.Service) {
 	t.Helper()
 	checkfor.Until(t, 20*time.Second, "projections to reach the ledger head", func() bool {
 		for _, s := range services {
-			head, err := s.ledger.Head(t.Context())
-			if err != nil || s.store.Checkpoint() != head {
+			head, err := s.Ledger().Head(t.Context())
+			if err != nil || s.Store().Checkpoint() != head {
 				return false
 			}
 		}
@@ -120,9 +121,9 @@ func caughtUp(t *testing.T, services ...*service) {
 
 // projectionHash is a SHA-256 of every bucket, key and value of s's
 // projections, in order.
-func projectionHash(t *testing.T, s *service) (string, map[string]map[string]string) {
+func projectionHash(t *testing.T, s *serve.Service) (string, map[string]map[string]string) {
 	t.Helper()
-	dump, err := s.store.Dump()
+	dump, err := s.Store().Dump()
 	if err != nil {
 		t.Fatalf("Dump() = %v", err)
 	}
@@ -146,13 +147,13 @@ func projectionHash(t *testing.T, s *service) (string, map[string]map[string]str
 }
 
 // readyz returns the status and the decoded /readyz of s.
-func readyz(t *testing.T, s *service) (int, readiness) {
+func readyz(t *testing.T, s *serve.Service) (int, serve.Readiness) {
 	t.Helper()
 	code, body, _, err := do(s.URL(), "GET", "/readyz", nil, nil)
 	if err != nil {
 		t.Fatalf("GET /readyz: %v", err)
 	}
-	var r readiness
+	var r serve.Readiness
 	if err := json.Unmarshal(body, &r); err != nil {
 		t.Fatalf("GET /readyz = %s: %v", body, err)
 	}
@@ -291,7 +292,7 @@ func failoverUnderLoad(t *testing.T, c failoverCluster) {
 	// (and answers 503 while it loads): load them before the load starts,
 	// so that a load is not what the kill interrupts.
 	checkfor.Until(t, 20*time.Second, "both instances to have loaded both projects", func() bool {
-		for _, s := range []*service{a, b} {
+		for _, s := range []*serve.Service{a, b} {
 			for project, req := range reqs {
 				if code, _, _, err := do(s.URL(), "GET", "/v3r1/projects/"+project+"/projection/agents", req.headers, nil); err != nil || code != http.StatusOK {
 					return false
@@ -312,7 +313,7 @@ func failoverUnderLoad(t *testing.T, c failoverCluster) {
 	for w := range 4 {
 		// Each instance writes both projects, one client each: the two
 		// instances race on every project.
-		base, project, agent := []*service{a, b}[w%2].URL(), []string{"p1", "p2"}[w/2], fmt.Sprintf("w%d", w)
+		base, project, agent := []*serve.Service{a, b}[w%2].URL(), []string{"p1", "p2"}[w/2], fmt.Sprintf("w%d", w)
 		p := "/v3r1/projects/" + project
 		// send sends one command with its Idempotency-Key and, where
 		// allowed, retries a 503 with Retry-After with the same key, as a
@@ -488,7 +489,7 @@ func failoverUnderLoad(t *testing.T, c failoverCluster) {
 
 	// Every acknowledged command is on the ledger exactly once.
 	applied := map[string]map[string]int{} // event type → Turn → count
-	if _, err := a.ledger.ReadAll(t.Context(), 0, func(batch []kernel.Recorded, _ uint64) error {
+	if _, err := a.Ledger().ReadAll(t.Context(), 0, func(batch []kernel.Recorded, _ uint64) error {
 		for _, r := range batch {
 			if applied[r.Event.Type] == nil {
 				applied[r.Event.Type] = map[string]int{}
@@ -522,7 +523,7 @@ func failoverUnderLoad(t *testing.T, c failoverCluster) {
 	if hashA != hashB {
 		t.Errorf("projection hashes differ: %s and %s; diff (-a +b):\n%s", hashA, hashB, cmp.Diff(dumpA, dumpB))
 	}
-	for _, s := range []*service{a, b} {
+	for _, s := range []*serve.Service{a, b} {
 		checked := 0
 		for _, r := range results {
 			if r.kind != "finish" || r.status != http.StatusOK || checked == 50 {
@@ -563,7 +564,7 @@ func TestClusterServeLeavesAnExistingStreamAlone(t *testing.T) {
 		t.Fatalf("CreateStream(R3) = %v", err)
 	}
 	c.WaitStreamLeader("TURNLEDGER", 20*time.Second)
-	s := startClusterService(t, c.Servers[0].ClientURL(), 1, func(cfg *serviceConfig) {
+	s := startClusterService(t, c.Servers[0].ClientURL(), 1, func(cfg *serve.Config) {
 		cfg.Ledger.AttemptTimeout, cfg.Ledger.RetryFor = 250*time.Millisecond, 2*time.Second
 	})
 	admin := client{t: t, base: s.URL(), headers: map[string]string{"Authorization": "Bearer " + clusterAdminToken}}

@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/internal/testclock"
+	"github.com/turnledger/turnledger/serve"
 )
 
 // startConsoleService runs serve's service in the test's process on dir with
@@ -18,12 +19,12 @@ import (
 // token is in dir/admin-token.
 func startConsoleService(t *testing.T, dir string, now func() time.Time) string {
 	t.Helper()
-	cfg := defaultServiceConfig()
+	cfg := serve.DefaultConfig()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", dir
 	cfg.ReapInterval = 0
 	cfg.Kernel.Now = now
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := startService(t.Context(), cfg)
+	s, err := serve.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("startService = %v", err)
 	}

@@ -11,15 +11,6 @@ import (
 	"github.com/turnledger/turnledger/deployconfig"
 )
 
-// exitCodeError carries an exit status and the message printed for it.
-type exitCodeError struct {
-	code int
-	msg  string
-}
-
-func (e *exitCodeError) Error() string { return e.msg }
-func (e *exitCodeError) ExitCode() int { return e.code }
-
 const deployconfigUsage = `Usage:
   turnledger deployconfig validate FILE...   check configuration files against the schema
   turnledger deployconfig schema             print the JSON Schema (draft-07)
@@ -94,46 +85,18 @@ func runDeployconfigValidate(ctx context.Context, args []string, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	code, invalid, unreadable := 0, 0, 0
-	for _, name := range files {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var data []byte
+	read := func(name string) (string, []byte, error) {
 		if name == "-" {
-			name = stdinName
-			data, err = io.ReadAll(deployconfigStdin)
-		} else {
-			data, err = os.ReadFile(name)
+			data, err := io.ReadAll(deployconfigStdin)
+			return stdinName, data, err
 		}
-		if err != nil {
-			fmt.Fprintf(stdout, "%s: cannot read: %v\n", name, unwrapPathError(err))
-			code = 2
-			unreadable++
-			continue
-		}
-		problems, err := v.Validate(name, data)
-		if err != nil {
-			fmt.Fprintf(stdout, "%s:%v\n", name, err)
-			code = 2
-			unreadable++
-			continue
-		}
-		if len(problems) == 0 {
-			if !*quiet {
-				fmt.Fprintf(stdout, "%s: valid\n", name)
-			}
-			continue
-		}
-		for _, p := range problems {
-			fmt.Fprintf(stdout, "%s:%s\n", name, p)
-		}
-		invalid++
-		if code == 0 {
-			code = 1
-		}
+		data, err := os.ReadFile(name)
+		return name, data, unwrapPathError(err)
 	}
-	summary := fmt.Sprintf("%d of %d files invalid, %d unreadable", invalid, len(files), unreadable)
+	code, summary, err := v.ValidateFiles(ctx, files, read, *quiet, stdout)
+	if err != nil {
+		return err
+	}
 	switch code {
 	case 0:
 		return nil

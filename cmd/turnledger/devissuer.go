@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"time"
 
@@ -44,17 +43,17 @@ Flags:
 			fs.Usage()
 			return nil
 		}
-		return &runtimeExit{code: 2}
+		return &exitCodeError{code: 2}
 	}
 	if fs.NArg() > 0 {
-		return &runtimeExit{code: 2, msg: fmt.Sprintf("turnledger runtime dev-issuer: unexpected argument %q", fs.Arg(0))}
+		return &exitCodeError{code: 2, msg: fmt.Sprintf("turnledger runtime dev-issuer: unexpected argument %q", fs.Arg(0))}
 	}
 	if env := getenv("APP_ENV"); env != "local" {
-		return &runtimeExit{code: 1, msg: fmt.Sprintf("turnledger runtime dev-issuer: refusing to start: APP_ENV is %q, and the dev issuer signs in anyone without a password; it runs only with APP_ENV=local", env)}
+		return &exitCodeError{code: 1, msg: fmt.Sprintf("turnledger runtime dev-issuer: refusing to start: APP_ENV is %q, and the dev issuer signs in anyone without a password; it runs only with APP_ENV=local", env)}
 	}
 	host, _, err := net.SplitHostPort(*addr)
 	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
-		return &runtimeExit{code: 2, msg: fmt.Sprintf("turnledger runtime dev-issuer: --addr %q must be a loopback host:port", *addr)}
+		return &exitCodeError{code: 2, msg: fmt.Sprintf("turnledger runtime dev-issuer: --addr %q must be a loopback host:port", *addr)}
 	}
 	var origins []string
 	for _, o := range strings.Split(*redirects, ",") {
@@ -70,18 +69,8 @@ Flags:
 	iss, err := devissuer.New(devissuer.Config{Origin: origin, RedirectOrigins: origins, TokenTTL: *ttl})
 	if err != nil {
 		ln.Close()
-		return &runtimeExit{code: 2, msg: "turnledger runtime dev-issuer: " + err.Error()}
+		return &exitCodeError{code: 2, msg: "turnledger runtime dev-issuer: " + err.Error()}
 	}
-	hs := &http.Server{Handler: iss, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "turnledger dev-issuer: listening on %s (HOSTED_AUTH_URL=%s; tokens go to %s)\n", origin, origin, strings.Join(origins, ", "))
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return hs.Shutdown(sctx)
+	return iss.Serve(ctx, ln)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	tl "github.com/turnledger/turnledger/client"
+	"github.com/turnledger/turnledger/client/cli"
 )
 
 // runFeed runs `turnledger feed tail`: it follows a feed over its event
@@ -49,24 +50,5 @@ func runFeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case *agent != "":
 		feed = tl.AgentFeedOf(a.project, *agent)
 	}
-	for it, err := range c.Follow(ctx, feed, *after) {
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, feedLine(it))
-	}
-	return nil
-}
-
-// feedLine is one event as `feed tail` prints it:
-//
-//	<ledger_seq> <at> <type> <aggregate>/<id> by <actor>
-func feedLine(it tl.FeedItem) string {
-	actor := it.Actor.Kind
-	if it.Actor.AgentID != "" {
-		actor += ":" + it.Actor.AgentID
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d %s %s %s/%s by %s", it.LedgerSeq, it.At.UTC().Format("2006-01-02T15:04:05.000Z"), it.Type, it.Aggregate, it.ID, actor)
-	return b.String()
+	return cli.TailFeed(ctx, c, feed, *after, stdout)
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turnledger/turnledger/serve"
 )
 
 // TestServeCutsASlowBody: a client that trickles a request body past
@@ -84,29 +86,12 @@ func checkConnectionCap(t *testing.T, base, health string) {
 	resp.Body.Close()
 }
 
-func TestByteSizeFlag(t *testing.T) {
-	for _, tt := range []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"0", 0, true}, {"1024", 1024, true}, {"512MiB", 512 << 20, true}, {"2GiB", 2 << 30, true}, {"64KiB", 64 << 10, true},
-		{"1.5GiB", 0, false}, {"-1", 0, false}, {"GiB", 0, false}, {"1GB", 0, false}, {"99999999999GiB", 0, false},
-	} {
-		var b byteSize
-		err := b.Set(tt.in)
-		if (err == nil) != tt.ok || (tt.ok && int64(b) != tt.want) {
-			t.Errorf("byteSize.Set(%q) = %d, %v; want %d, ok %v", tt.in, b, err, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestServeSetsTheMemoryLimit(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(old)
 	t.Setenv("GOMEMLIMIT", "")
-	l := defaultLimits()
-	l.setMemoryLimit()
+	l := serve.DefaultLimits()
+	l.SetMemoryLimit()
 	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
 		t.Errorf("memory limit after serve's default = %d, want %d (1GiB)", got, 1<<30)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/turnledger/turnledger/internal/natstest"
+	"github.com/turnledger/turnledger/serve"
 )
 
 // The linearizability check of claims: many clients claim, renew, record,
@@ -223,7 +224,7 @@ func TestClaimsAreLinearizable(t *testing.T) {
 	clock.at.Store(time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC).UnixNano())
 	secret := bytes.Repeat([]byte{7}, 32) // one deployment: one secret key
 	var log syncBuffer
-	tune := func(cfg *serviceConfig) {
+	tune := func(cfg *serve.Config) {
 		cfg.NATSURL = srv.ClientURL()
 		cfg.Kernel.Now, cfg.Kernel.ClaimTTL, cfg.Kernel.SecretKey = clock.now, linTTL, secret
 		cfg.ReapInterval = 0 // only the history's reconciles release claims

@@ -62,6 +62,20 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (help bool, e
 	return false, nil
 }
 
+// parseInterspersed parses args with fs where flags may come before, between
+// and after the positional arguments, and returns those in order.
+func parseInterspersed(fs *flag.FlagSet, args []string, stdout io.Writer) (positional []string, help bool, err error) {
+	for rest := args; ; rest = fs.Args()[1:] {
+		if help, err := parseFlags(fs, rest, stdout); help || err != nil {
+			return nil, help, err
+		}
+		if fs.NArg() == 0 {
+			return positional, false, nil
+		}
+		positional = append(positional, fs.Arg(0))
+	}
+}
+
 // warnIfNotLoopback warns when a service is told to listen beyond loopback.
 func warnIfNotLoopback(log *slog.Logger, addr string) {
 	host, _, err := net.SplitHostPort(addr)

@@ -3,8 +3,10 @@
 // query monitor (monitor), the partner subcategory listing (catalogue) and the
 // deployment configuration validator (deployconfig).
 //
-// Each subcommand lives in a file of its own; main only sets up signals and
-// dispatches.
+// Each subcommand lives in a file of its own and only maps its flags and
+// environment onto the configuration of the package that does the work
+// (serve, bench, authn/service, monitor, catalogue, deployconfig, client/cli);
+// main only sets up signals and dispatches.
 package main
 
 import (
@@ -47,6 +49,16 @@ var errUsage = errors.New("usage")
 
 // exitCoder lets a subcommand choose its exit status.
 type exitCoder interface{ ExitCode() int }
+
+// exitCodeError carries an exit status and the message printed for it (as
+// is; none when empty).
+type exitCodeError struct {
+	code int
+	msg  string
+}
+
+func (e *exitCodeError) Error() string { return e.msg }
+func (e *exitCodeError) ExitCode() int { return e.code }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

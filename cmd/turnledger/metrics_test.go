@@ -13,6 +13,7 @@ import (
 
 	tl "github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/internal/testclock"
+	"github.com/turnledger/turnledger/serve"
 )
 
 // gauge reads the value of an unlabelled sample from /metrics.
@@ -41,12 +42,12 @@ func gauge(t *testing.T, c *tl.Client, name string) float64 {
 // released them. The clock is injected: nothing sleeps for an expiry.
 func TestServeMetricsCountLiveAndExpiredClaims(t *testing.T) {
 	clk := &testclock.Offset{}
-	cfg := defaultServiceConfig()
+	cfg := serve.DefaultConfig()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
 	cfg.ReapInterval = 0 // rounds run by the test
 	cfg.Kernel.Now = clk.Now
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := startService(t.Context(), cfg)
+	s, err := serve.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestServeMetricsCountLiveAndExpiredClaims(t *testing.T) {
 	want("with two claims", 2, 0)
 	clk.Advance(cfg.Kernel.ClaimTTL + time.Second)
 	want("past the claims' expiry", 0, 2)
-	if n := s.reaper.Once(ctx); n != 2 {
+	if n := s.Reaper().Once(ctx); n != 2 {
 		t.Errorf("reaper round released %d claims, want 2", n)
 	}
 	want("after the reaper's round", 0, 0)
@@ -109,10 +110,10 @@ func TestServeMetricsCountLiveAndExpiredClaims(t *testing.T) {
 // leaves the machine. The loopback client goes over TCP.
 func TestServeMetricsPublic(t *testing.T) {
 	for _, open := range []bool{false, true} {
-		cfg := defaultServiceConfig()
+		cfg := serve.DefaultConfig()
 		cfg.Addr, cfg.DataDir, cfg.MetricsOpen = "127.0.0.1:0", t.TempDir(), open
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-		s, err := startService(t.Context(), cfg)
+		s, err := serve.Start(t.Context(), cfg)
 		if err != nil {
 			t.Fatalf("startService = %v", err)
 		}
@@ -121,7 +122,7 @@ func TestServeMetricsPublic(t *testing.T) {
 			req := httptest.NewRequest("GET", path, nil)
 			req.RemoteAddr = "192.0.2.10:40000"
 			rec := httptest.NewRecorder()
-			s.http.Handler.ServeHTTP(rec, req)
+			s.Handler().ServeHTTP(rec, req)
 			return rec.Code, rec.Body.String()
 		}
 		resp, err := http.Get(s.URL() + "/metrics")

@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"sync"
-	"time"
 
 	"github.com/turnledger/turnledger/monitor"
+	"github.com/turnledger/turnledger/serve"
 )
 
 const monitorUsage = `Usage: turnledger monitor [--config FILE] [flags]
@@ -73,7 +70,7 @@ func runMonitor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	if builtinToken != "" {
-		cfg.Secrets[defaultMonitorEnv] = builtinToken
+		cfg.Secrets[monitor.BuiltinTokenEnv] = builtinToken
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%s:\n%w", *configPath, err)
@@ -95,34 +92,6 @@ func runMonitor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 	// The same deadlines and connection cap as serve's defaults (no request
 	// of the monitor streams or waits).
-	lim := defaultLimits()
-	srv := lim.server(m.Handler())
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(lim.listen(ln)) }()
-
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	if !*noScheduler {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.RunScheduler(runCtx)
-		}()
-	}
-
-	var err2 error
-	select {
-	case <-ctx.Done():
-	case err2 = <-serveErr:
-	}
-	stop()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	srv.Shutdown(shutdownCtx)
-	wg.Wait()
-	if err2 != nil && !errors.Is(err2, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err2)
-	}
-	return nil
+	lim := serve.DefaultLimits()
+	return m.Serve(ctx, lim.Server(m.Handler()), lim.Listen(ln), !*noScheduler)
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/turnledger/turnledger/internal/checkfor"
-	"github.com/turnledger/turnledger/monitor"
 )
 
 // TestMonitorBuiltInConfig: `turnledger monitor` without --config watches
@@ -60,27 +59,5 @@ func TestMonitorBuiltInConfig(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Errorf("monitor exited with %d", code)
-	}
-}
-
-// TestMonitorBuiltInConfigIsValid: the built-in file parses and validates,
-// with and without projects.
-func TestMonitorBuiltInConfigIsValid(t *testing.T) {
-	for _, projects := range [][]string{nil, {"a", "b"}} {
-		data, err := defaultMonitorFile("http://127.0.0.1:8000", projects, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := monitor.ParseFile(data)
-		if err != nil {
-			t.Fatalf("ParseFile(built-in) = %v", err)
-		}
-		cfg := monitor.DefaultConfig()
-		cfg.File = f
-		cfg.DataPath = t.TempDir() + "/m.db"
-		cfg.Secrets[defaultMonitorEnv] = "x"
-		if err := cfg.Validate(); err != nil {
-			t.Errorf("built-in configuration with projects %v: %v", projects, err)
-		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/turnledger/turnledger/internal/natstest"
+	"github.com/turnledger/turnledger/serve"
 )
 
 // TestServeAuthenticatesToNATS starts serve against real NATS servers that
@@ -156,8 +157,8 @@ func newTestPKI(t *testing.T) testPKI {
 }
 
 func TestRedactURLsHidesEveryPassword(t *testing.T) {
-	got := redactURLs("nats://tl:s3cret@n1:4222, nats://n2:4222,tls://u:pw2@n3:4222")
+	got := serve.RedactURLs("nats://tl:s3cret@n1:4222, nats://n2:4222,tls://u:pw2@n3:4222")
 	if want := "nats://tl:xxxxx@n1:4222,nats://n2:4222,tls://u:xxxxx@n3:4222"; got != want {
-		t.Errorf("redactURLs(...) = %q, want %q", got, want)
+		t.Errorf("serve.RedactURLs(...) = %q, want %q", got, want)
 	}
 }

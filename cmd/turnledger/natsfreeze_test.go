@@ -134,11 +134,11 @@ func TestServeLeavesAFrozenNATSServer(t *testing.T) {
 	if err != nil || code != http.StatusOK || json.Unmarshal(body, &tv) != nil || tv.TurnID == "" {
 		t.Fatalf("dispatch after the NATS server froze = %d %s %v (after %v), want 200", code, body, err, took)
 	}
-	if bound := s.cfg.Ledger.RetryFor; took > bound {
+	if bound := s.Config().Ledger.RetryFor; took > bound {
 		t.Errorf("dispatch after the NATS server froze took %v, want within the ledger's retry bound %v", took, bound)
 	}
-	if got := s.nc.ConnectedUrl(); got == p.URL() {
+	if got := s.NATS().ConnectedUrl(); got == p.URL() {
 		t.Errorf("serve is still connected through the frozen proxy")
 	}
-	t.Logf("a dispatch sent when its NATS server froze answered 200 after %v, through %s", took.Round(time.Millisecond), s.nc.ConnectedUrl())
+	t.Logf("a dispatch sent when its NATS server froze answered 200 after %v, through %s", took.Round(time.Millisecond), s.NATS().ConnectedUrl())
 }

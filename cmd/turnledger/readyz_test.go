@@ -17,6 +17,7 @@ import (
 	"github.com/turnledger/turnledger/internal/testclock"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
+	"github.com/turnledger/turnledger/serve"
 )
 
 // gate holds a projector back: the batches it follows wait while the gate
@@ -85,15 +86,15 @@ func (s gatedSource) Follow(ctx context.Context, after uint64, fn func([]kernel.
 // startTestService runs one serve in the test process on dir (the embedded
 // NATS server unless tune sets NATSURL), with the cluster tests' admin
 // token and its log in out, and closes it at the end of the test.
-func startTestService(t *testing.T, dir string, out *syncBuffer, tune func(*serviceConfig)) *service {
+func startTestService(t *testing.T, dir string, out *syncBuffer, tune func(*serve.Config)) *serve.Service {
 	t.Helper()
-	cfg := defaultServiceConfig()
+	cfg := serve.DefaultConfig()
 	cfg.Addr, cfg.DataDir, cfg.AdminToken, cfg.ReapInterval = "127.0.0.1:0", dir, clusterAdminToken, 0
 	cfg.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if tune != nil {
 		tune(&cfg)
 	}
-	s, err := startService(t.Context(), cfg)
+	s, err := serve.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("startService = %v\n%s", err, out.String())
 	}
@@ -122,7 +123,7 @@ func TestReadyzIsNotReadyWhileTheProjectionsHeal(t *testing.T) {
 	truncateHalf(t, filepath.Join(dir, "projections.db"))
 
 	g := newGate(false)
-	s = startTestService(t, dir, &log, func(cfg *serviceConfig) { cfg.projectorSource = g.source })
+	s = startTestService(t, dir, &log, func(cfg *serve.Config) { cfg.ProjectorSource = g.source })
 	if !strings.Contains(log.String(), "the projection file is damaged") {
 		t.Errorf("serve did not log the damaged file at WARN:\n%s", log.String())
 	}
@@ -160,13 +161,13 @@ func TestReadyzIsNotReadyWhileTheProjectionsLag(t *testing.T) {
 	clock := &testclock.Offset{}
 	g := newGate(true)
 	const maxEvents, maxStall = 3, 15 * time.Second
-	a := startTestService(t, t.TempDir(), &log, func(cfg *serviceConfig) {
+	a := startTestService(t, t.TempDir(), &log, func(cfg *serve.Config) {
 		cfg.NATSURL = srv.ClientURL()
-		cfg.projectorSource = g.source
+		cfg.ProjectorSource = g.source
 		cfg.Kernel.Now = clock.Now
-		cfg.Lag = lagBounds{Events: maxEvents, Stall: maxStall}
+		cfg.Lag = serve.LagBounds{Events: maxEvents, Stall: maxStall}
 	})
-	b := startTestService(t, t.TempDir(), &log, func(cfg *serviceConfig) { cfg.NATSURL = srv.ClientURL() })
+	b := startTestService(t, t.TempDir(), &log, func(cfg *serve.Config) { cfg.NATSURL = srv.ClientURL() })
 	admin := client{t: t, base: b.URL(), headers: map[string]string{"Authorization": "Bearer " + clusterAdminToken}}
 	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch")
 	agentClient(t, admin, "p1", "worker", 1)

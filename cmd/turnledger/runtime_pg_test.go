@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/turnledger/turnledger/authn/authntest"
 	"github.com/turnledger/turnledger/authn/pgstore/pgstoretest"
+	"github.com/turnledger/turnledger/authn/service"
 	"github.com/turnledger/turnledger/internal/checkfor"
 )
 
@@ -256,13 +257,13 @@ func TestRuntimeMigratesFreshDatabaseAsDocumented(t *testing.T) {
 	for _, u := range []string{db.AdminURL, db.RuntimeURL} {
 		c, err := pgx.Connect(ctx, u)
 		if err != nil {
-			t.Fatalf("connect as %s: %v", redactURL(u), err)
+			t.Fatalf("connect as %s: %v", service.DB{URL: u}.String(), err)
 		}
 		var super, bypass bool
 		err = c.QueryRow(ctx, "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user").Scan(&super, &bypass)
 		c.Close(context.Background())
 		if err != nil || super || bypass {
-			t.Fatalf("role of %s: superuser %v, BYPASSRLS %v, %v; want neither", redactURL(u), super, bypass, err)
+			t.Fatalf("role of %s: superuser %v, BYPASSRLS %v, %v; want neither", service.DB{URL: u}.String(), super, bypass, err)
 		}
 	}
 

@@ -248,55 +248,6 @@ func TestRuntimeHostedEndToEnd(t *testing.T) {
 	}
 }
 
-func TestResolveDB(t *testing.T) {
-	cases := []struct {
-		flag, url string
-		want      runtimeDB
-	}{
-		{"x.db", "bolt:/ignored.db", runtimeDB{path: "x.db"}},
-		{"", "", runtimeDB{path: "./data/runtime.db"}},
-		{"", "bolt:///var/lib/rt.db", runtimeDB{path: "/var/lib/rt.db"}},
-		{"", "bolt:data/rt.db", runtimeDB{path: "data/rt.db"}},
-		{"", "bolt://data/rt.db", runtimeDB{path: "data/rt.db"}},
-		{"", "bolt:postgres:/x", runtimeDB{path: "postgres:/x"}},
-		{"", "bolt:host=a.db", runtimeDB{path: "host=a.db"}},
-		{"", "/srv/rt.db", runtimeDB{path: "/srv/rt.db"}},
-		{"", "./postgres:x.db", runtimeDB{path: "./postgres:x.db"}},
-		{"", "/srv/host=a dbname=b.db", runtimeDB{path: "/srv/host=a dbname=b.db"}},
-		{"", "./host=a dbname=b.db", runtimeDB{path: "./host=a dbname=b.db"}},
-		{"", "data/rt-2026=01.db", runtimeDB{path: "data/rt-2026=01.db"}},
-		{"", "1:2.db", runtimeDB{path: "1:2.db"}},
-		{"", "postgres://rt@db/turnledger", runtimeDB{url: "postgres://rt@db/turnledger"}},
-		{"postgresql://rt@db/x", "bolt:/ignored.db", runtimeDB{url: "postgresql://rt@db/x"}},
-	}
-	for _, tc := range cases {
-		got, err := resolveDB(tc.flag, tc.url, "DATABASE_URL")
-		if err != nil || got != tc.want {
-			t.Errorf("resolveDB(%q, %q) = %+v, %v, want %+v", tc.flag, tc.url, got, err, tc.want)
-		}
-	}
-	// A database address is never a file name: whatever looks like a URL
-	// (a scheme and a colon) or a keyword/value connection string is
-	// PostgreSQL when it is postgres:// or postgresql://, and refused
-	// otherwise.
-	for _, bad := range []string{
-		"mysql://x", "bolt:", "bolt://", "Postgres://x/y", "POSTGRESQL://x/y",
-		"postgres:/x", "postgres:x", "postgresql:/db", "postgresql:x", "postgres:", "Bolt:x.db",
-		"mysql:x", "sqlite:rt.db", "file:rt.db", "file:///srv/rt.db", "s3+https:bucket", "a.b-c:x",
-		" postgres://rt@db/x", "\tpostgres:/x",
-		"host=db dbname=turnledger", "dbname=turnledger", "host=/var/run/postgresql",
-		"user=rt password=secret host=db", "HOST=db", "sslmode = disable",
-		"foo=1 bar=2", "service=turnledger", "rt host=a.db",
-	} {
-		if got, err := resolveDB("", bad, "DATABASE_URL"); err == nil {
-			t.Errorf("resolveDB(%q) = %+v, nil error, want one", bad, got)
-		}
-		if got, err := resolveDB(bad, "", "DATABASE_URL"); err == nil {
-			t.Errorf("resolveDB(--db %q) = %+v, nil error, want one", bad, got)
-		}
-	}
-}
-
 func TestRuntimeHelp(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if err := runtimeMain(context.Background(), []string{"--help"}, rtEnv(nil), &stdout, &stderr); err != nil {

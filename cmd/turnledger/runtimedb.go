@@ -6,196 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"regexp"
-	"strings"
-	"time"
 
-	"github.com/turnledger/turnledger/authn"
-	"github.com/turnledger/turnledger/authn/pgstore"
+	"github.com/turnledger/turnledger/authn/service"
 )
-
-// runtimeDB is where the runtime's records live: a bbolt file (path) or a
-// PostgreSQL database (url). Exactly one is set.
-type runtimeDB struct {
-	path string
-	url  string
-}
-
-// String names the database for logs, without a password.
-func (d runtimeDB) String() string {
-	if d.url == "" {
-		return d.path
-	}
-	return redactURL(d.url)
-}
-
-func isPostgresURL(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
-}
-
-// resolveDB picks the database: the --db flag, else the database URL, else
-// ./data/runtime.db. postgres:// and postgresql:// select PostgreSQL;
-// bolt:<path>, bolt://<path> and a plain path select bbolt. A URL is never
-// taken for a file name: any other value that starts like a URL (a scheme
-// and a colon, with or without slashes) or reads as a keyword/value
-// connection string ("host=db dbname=x") is refused, so a typing slip
-// never makes a bbolt file named after a database address. A path that
-// starts with "/", "./" or "../" is always a path.
-func resolveDB(flagValue, dbURL, name string) (runtimeDB, error) {
-	v, from := flagValue, "--db"
-	if v == "" {
-		v, from = dbURL, name
-	}
-	if v == "" {
-		return runtimeDB{path: defaultRuntimeDB}, nil
-	}
-	if isPostgresURL(v) {
-		return runtimeDB{url: v}, nil
-	}
-	if rest, ok := strings.CutPrefix(v, "bolt:"); ok {
-		rest = strings.TrimPrefix(rest, "//")
-		if rest == "" {
-			return runtimeDB{}, fmt.Errorf("%s %q names no file", from, v)
-		}
-		return runtimeDB{path: rest}, nil
-	}
-	t := strings.TrimSpace(v) // " postgres://…" is no file name either
-	if m := urlScheme.FindStringSubmatch(t); m != nil {
-		// The value is not printed: it may hold a password.
-		switch strings.ToLower(m[1]) {
-		case "postgres", "postgresql":
-			return runtimeDB{}, fmt.Errorf("%s is a PostgreSQL address this runtime cannot read: write postgres://[user[:password]@]host[:port]/dbname, the scheme in lower case followed by //, without white space around it", from)
-		case "bolt":
-			return runtimeDB{}, fmt.Errorf("%s: write the bbolt scheme in lower case, bolt:<path>", from)
-		}
-		return runtimeDB{}, fmt.Errorf("%s scheme %q is not supported; use postgres://…, bolt:<path> or a file path (a file whose name starts with a word and a colon: bolt:<name> or ./<name>)", from, m[1])
-	}
-	if !strings.HasPrefix(t, "/") && !strings.HasPrefix(t, "./") && !strings.HasPrefix(t, "../") && looksLikeDSN(t) {
-		return runtimeDB{}, fmt.Errorf("%s looks like a keyword/value connection string (host=… dbname=…); write it as a URL, postgres://user@host:port/dbname?sslmode=…, or name a bbolt file with bolt:<path>", from)
-	}
-	return runtimeDB{path: v}, nil
-}
-
-// urlScheme matches the start of a URL: a scheme (RFC 3986: a letter, then
-// letters, digits, "+", "-" or ".") and a colon.
-var urlScheme = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*):`)
-
-// dsnPair matches a key=value pair of a libpq keyword/value connection
-// string, at the start or after white space.
-var dsnPair = regexp.MustCompile(`(?:^|\s)([A-Za-z_][A-Za-z0-9_]*)\s*=`)
-
-// dsnKeys are libpq connection parameters; one of them before "=" makes a
-// value a connection string even without spaces ("dbname=turnledger").
-var dsnKeys = map[string]bool{
-	"host": true, "hostaddr": true, "port": true, "dbname": true, "user": true,
-	"password": true, "passfile": true, "sslmode": true, "sslcert": true,
-	"sslkey": true, "sslrootcert": true, "sslpassword": true, "sslnegotiation": true,
-	"connect_timeout": true, "application_name": true, "options": true,
-	"service": true, "target_session_attrs": true, "channel_binding": true,
-	"require_auth": true, "gssencmode": true, "krbsrvname": true,
-	"client_encoding": true, "load_balance_hosts": true,
-}
-
-// looksLikeDSN reports a libpq keyword/value connection string: a pair
-// whose key is a libpq parameter, or white space and any key=value pair.
-func looksLikeDSN(v string) bool {
-	pairs := dsnPair.FindAllStringSubmatch(v, -1)
-	for _, p := range pairs {
-		if dsnKeys[strings.ToLower(p[1])] {
-			return true
-		}
-	}
-	return len(pairs) > 0 && strings.ContainsAny(v, " \t\n")
-}
-
-// storeCloser is a store the caller closes.
-type storeCloser interface {
-	authn.Store
-	Close() error
-}
-
-// openRuntimeStore opens the runtime's store. On PostgreSQL, a
-// DATABASE_ADMIN_URL (adminURL) first brings the schema up to date as its
-// owner and grants the runtime role (the one DATABASE_URL logs in as) its
-// privileges, so a fresh database needs nothing else; without one the
-// schema must already be current and granted (`turnledger runtime migrate
-// --grant-to`).
-func openRuntimeStore(ctx context.Context, db runtimeDB, adminURL string, logf func(string, ...any)) (storeCloser, error) {
-	if db.url == "" {
-		s, err := openStore(db.path)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-	if adminURL != "" {
-		if !isPostgresURL(adminURL) {
-			return nil, fmt.Errorf("DATABASE_ADMIN_URL must be a postgres:// URL when DATABASE_URL is one")
-		}
-		applied, err := pgstore.Migrate(ctx, adminURL)
-		if err != nil {
-			return nil, fmt.Errorf("migrate through DATABASE_ADMIN_URL: %w", err)
-		}
-		if len(applied) > 0 {
-			logf("turnledger runtime: applied schema migrations %v", applied)
-		}
-		if err := grantRuntimeRole(ctx, db.url, adminURL, logf); err != nil {
-			return nil, err
-		}
-	}
-	return pgstore.Open(ctx, db.url, pgstore.Options{})
-}
-
-// grantRuntimeRole gives the role DATABASE_URL (dbURL) logs in as the
-// privileges of pgstore.Grants, through the owner's adminURL. Without them
-// the runtime role cannot read a schema the runtime has just made. A role
-// name Grant cannot take is left alone with a warning: the operator grants
-// it by hand, and Open says so if they did not.
-func grantRuntimeRole(ctx context.Context, dbURL, adminURL string, logf func(string, ...any)) error {
-	role, err := pgstore.Role(ctx, dbURL)
-	if err != nil {
-		return fmt.Errorf("connect to PostgreSQL (DATABASE_URL): %w", err)
-	}
-	if !pgstore.ValidRole(role) {
-		logf("turnledger runtime: not granting the runtime's privileges to role %q (not a lower-case name); grant them by hand (docs/runtime.md)", role)
-		return nil
-	}
-	if err := pgstore.Grant(ctx, adminURL, role); err != nil {
-		return fmt.Errorf("grant the runtime's privileges to %s through DATABASE_ADMIN_URL: %w", role, err)
-	}
-	return nil
-}
-
-// isMisconfigured reports a database that answers but must not be used as
-// it is (an old schema, a role that escapes row-level security): the runtime
-// stops on these even where a missing database is only a warning.
-func isMisconfigured(err error) bool {
-	return errors.Is(err, pgstore.ErrSchema) || errors.Is(err, pgstore.ErrPrivileged)
-}
-
-// tenantAdmin is what `turnledger tenants` needs from a store.
-type tenantAdmin interface {
-	AddTenant(ctx context.Context, idpTenantID, plan string, now time.Time) (authn.Tenant, error)
-	SetTenantStatus(ctx context.Context, ref, status string, now time.Time) (authn.Tenant, error)
-	Tenants(ctx context.Context) ([]authn.Tenant, error)
-	Close() error
-}
-
-// openTenantAdmin opens db for administration. PostgreSQL is migrated first,
-// so the command works on a fresh database; it needs the schema owner's URL.
-func openTenantAdmin(ctx context.Context, db runtimeDB) (tenantAdmin, error) {
-	if db.url == "" {
-		s, err := openStore(db.path)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-	if _, err := pgstore.Migrate(ctx, db.url); err != nil {
-		return nil, fmt.Errorf("migrate %s (tenants needs the schema owner: DATABASE_ADMIN_URL): %w", db, err)
-	}
-	return pgstore.Open(ctx, db.url, pgstore.Options{Admin: true})
-}
 
 const migrateUsage = `Usage: turnledger runtime migrate [--admin-url URL] [--grant-to ROLE]
 
@@ -221,28 +34,16 @@ func runtimeMigrate(ctx context.Context, args []string, getenv func(string) stri
 			fs.Usage()
 			return nil
 		}
-		return &runtimeExit{code: 2}
+		return &exitCodeError{code: 2}
 	}
 	if fs.NArg() > 0 {
-		return &runtimeExit{code: 2, msg: fmt.Sprintf("turnledger runtime migrate: unexpected argument %q", fs.Arg(0))}
+		return &exitCodeError{code: 2, msg: fmt.Sprintf("turnledger runtime migrate: unexpected argument %q", fs.Arg(0))}
 	}
-	if !isPostgresURL(*admin) {
-		return &runtimeExit{code: 2, msg: "turnledger runtime migrate: give the schema owner's postgres:// URL in DATABASE_ADMIN_URL or --admin-url (bbolt files need no migration)"}
+	if !service.IsPostgresURL(*admin) {
+		return &exitCodeError{code: 2, msg: "turnledger runtime migrate: give the schema owner's postgres:// URL in DATABASE_ADMIN_URL or --admin-url (bbolt files need no migration)"}
 	}
-	applied, err := pgstore.Migrate(ctx, *admin)
-	if err != nil {
-		return &runtimeExit{code: 1, msg: "turnledger runtime migrate: " + err.Error()}
-	}
-	if len(applied) == 0 {
-		fmt.Fprintf(stdout, "schema of %s is at version %d; nothing to apply\n", redactURL(*admin), pgstore.SchemaVersion())
-	} else {
-		fmt.Fprintf(stdout, "schema of %s is at version %d (applied %v)\n", redactURL(*admin), pgstore.SchemaVersion(), applied)
-	}
-	if *grantTo != "" {
-		if err := pgstore.Grant(ctx, *admin, *grantTo); err != nil {
-			return &runtimeExit{code: 1, msg: "turnledger runtime migrate: " + err.Error()}
-		}
-		fmt.Fprintf(stdout, "granted the runtime's privileges to %s\n", *grantTo)
+	if err := service.Migrate(ctx, *admin, *grantTo, stdout); err != nil {
+		return &exitCodeError{code: 1, msg: "turnledger runtime migrate: " + err.Error()}
 	}
 	return nil
 }

@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/turnledger/turnledger/serve"
 )
 
 // runServe runs `turnledger serve`: the coordination API on an embedded NATS
 // server (or --nats-url), until ctx ends.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg := defaultServiceConfig()
+	cfg := serve.DefaultConfig()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address of the API (loopback by default)")
@@ -22,14 +24,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addNATSFlags(fs, &cfg.NATSAuth)
 	fs.DurationVar(&cfg.Kernel.ClaimTTL, "claim-ttl", cfg.Kernel.ClaimTTL, "lease of a claim; renew extends it by as much")
 	fs.DurationVar(&cfg.Kernel.CredentialTTL, "credential-ttl", cfg.Kernel.CredentialTTL, "lifetime of an agent credential")
-	fs.DurationVar(&cfg.ReapInterval, "reap-interval", cfg.ReapInterval, "how often expired claims are released (0 turns the reaper off)")
+	fs.DurationVar(&cfg.ReapInterval, "reap-interval", cfg.ReapInterval, "how often what is due is done: expired claims released, Turns past their claim_by, deadline or input_by finished (0 turns the reaper off)")
+	fs.StringVar(&cfg.PublicURL, "public-url", "", "the URL people reach the API at, the base of the input_url a suspend for input answers (default: as the request reached serve)")
 	fs.BoolVar(&cfg.MetricsOpen, "metrics-public", false, "serve /metrics to any client (by default only to loopback clients)")
 	fs.IntVar(&cfg.Kernel.MaxDepth, "max-depth", cfg.Kernel.MaxDepth, "deepest child Turn")
-	fs.Func("projection-sync", "when the projection file is fsynced: close (at shutdown; a crash of the machine makes serve rebuild it from the ledger; the default) or commit (every commit)", projectionSyncFlag(&cfg.ProjSync))
+	fs.Func("projection-sync", "when the projection file is fsynced: close (at shutdown; a crash of the machine makes serve rebuild it from the ledger; the default) or commit (every commit)", projectionSyncFlag(&cfg.ProjectionSync))
 	fs.Func("sync", "embedded NATS durability (not with --nats-url, whose server keeps its own): always (fsync each append: survives power loss; the default) or interval (fsync every 2m: survives a process crash)", syncFlag(&cfg.Sync))
 	var logOpts logOptions
 	logOpts.register(fs)
-	cfg.Limits.flags(fs)
+	limitFlags(fs, &cfg.Limits)
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintln(w, "Usage: turnledger serve [flags]")
@@ -57,32 +60,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.Logger = logger
 	cfg.RequestLog = true
-	if err := cfg.Limits.validate(); err != nil {
+	if err := validateLimits(cfg.Limits); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	cfg.Limits.setMemoryLimit()
+	cfg.Limits.SetMemoryLimit()
 	cfg.AdminToken = os.Getenv("TURNLEDGER_ADMIN_TOKEN")
 	warnIfNotLoopback(logger, cfg.Addr)
-	cfg.NATSAuth.fromEnv(os.Getenv)
-	if err := cfg.NATSAuth.validate(cfg.NATSURL); err != nil {
+	natsAuthFromEnv(&cfg.NATSAuth, os.Getenv)
+	if err := cfg.NATSAuth.Validate(cfg.NATSURL); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	s, err := startService(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	backend := "embedded NATS (JetStream under " + cfg.DataDir + "/nats)"
-	if cfg.NATSURL != "" {
-		backend = "NATS at " + redactURLs(cfg.NATSURL)
-	}
-	fmt.Fprintf(stdout, "turnledger serving on %s, ledger on %s, projections in %s/projections.db\n", s.URL(), backend, cfg.DataDir)
-	fmt.Fprintf(stdout, "web console: %s/console/ (sign in with the admin bearer token)\n", s.URL())
-	if s.tokenPath != "" {
-		fmt.Fprintf(stdout, "admin bearer token: in %s (set TURNLEDGER_ADMIN_TOKEN to choose your own)\n", s.tokenPath)
-	} else {
-		fmt.Fprintln(stdout, "admin bearer token: from TURNLEDGER_ADMIN_TOKEN")
-	}
-	<-ctx.Done()
-	fmt.Fprintln(stdout, "shutting down")
-	return s.Close()
+	return serve.Run(ctx, cfg, stdout)
 }

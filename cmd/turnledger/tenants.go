@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 	"time"
 
-	"github.com/turnledger/turnledger/authn"
+	"github.com/turnledger/turnledger/authn/service"
 )
 
 const tenantsUsage = `Usage: turnledger tenants <add|suspend|activate|delete|list> [flags]
@@ -39,7 +37,7 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func tenantsMain(ctx context.Context, args []string, getenv func(string) string, now func() time.Time, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, tenantsUsage)
-		return &runtimeExit{code: 2}
+		return &exitCodeError{code: 2}
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, tenantsUsage)
@@ -48,7 +46,7 @@ func tenantsMain(ctx context.Context, args []string, getenv func(string) string,
 	sub := args[0]
 	fs := flag.NewFlagSet("tenants "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	db := fs.String("db", "", "postgres:// URL of the schema owner, or a bbolt database file (default: DATABASE_ADMIN_URL, else DATABASE_URL, else "+defaultRuntimeDB+")")
+	db := fs.String("db", "", "postgres:// URL of the schema owner, or a bbolt database file (default: DATABASE_ADMIN_URL, else DATABASE_URL, else "+service.DefaultDBPath+")")
 	var idpTenantID, plan *string
 	var asJSON *bool
 	nargs := 1
@@ -63,93 +61,60 @@ func tenantsMain(ctx context.Context, args []string, getenv func(string) string,
 	case "suspend", "activate", "delete":
 	default:
 		fmt.Fprintf(stderr, "turnledger tenants: unknown subcommand %q\n\n%s", sub, tenantsUsage)
-		return &runtimeExit{code: 2}
+		return &exitCodeError{code: 2}
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: turnledger tenants %s [flags]%s\n\nFlags:\n", sub, map[int]string{0: "", 1: " ID"}[nargs])
 		fs.PrintDefaults()
 	}
 	// Flags may come before or after the positional argument.
-	var positional []string
-	rest := args[1:]
-	for {
-		if help, err := parseFlags(fs, rest, stdout); help || err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
+	positional, help, err := parseInterspersed(fs, args[1:], stdout)
+	if help || err != nil {
+		return err
 	}
 	if len(positional) != nargs {
 		fs.Usage()
 		if nargs == 1 {
-			return &runtimeExit{code: 2, msg: fmt.Sprintf("turnledger tenants %s: give exactly one tenant id or idp tenant id", sub)}
+			return &exitCodeError{code: 2, msg: fmt.Sprintf("turnledger tenants %s: give exactly one tenant id or idp tenant id", sub)}
 		}
-		return &runtimeExit{code: 2, msg: fmt.Sprintf("turnledger tenants %s: unexpected argument %q", sub, positional[0])}
+		return &exitCodeError{code: 2, msg: fmt.Sprintf("turnledger tenants %s: unexpected argument %q", sub, positional[0])}
 	}
 	if sub == "add" && *idpTenantID == "" {
-		return &runtimeExit{code: 2, msg: "turnledger tenants add: --idp-tenant-id is required"}
+		return &exitCodeError{code: 2, msg: "turnledger tenants add: --idp-tenant-id is required"}
 	}
 
 	dbURL, name := getenv("DATABASE_ADMIN_URL"), "DATABASE_ADMIN_URL"
 	if dbURL == "" {
 		dbURL, name = getenv("DATABASE_URL"), "DATABASE_URL"
 	}
-	target, err := resolveDB(*db, dbURL, name)
+	target, err := service.ResolveDB(*db, dbURL, name)
 	if err != nil {
-		return &runtimeExit{code: 1, msg: "turnledger tenants: " + err.Error()}
+		return &exitCodeError{code: 1, msg: "turnledger tenants: " + err.Error()}
 	}
 	// Only add writes a new tenant: every other subcommand reads or changes
 	// tenants that must already be there, and never creates a store.
-	if sub != "add" && target.url == "" {
-		if _, err := os.Stat(target.path); errors.Is(err, os.ErrNotExist) {
-			return &runtimeExit{code: 1, msg: fmt.Sprintf("turnledger tenants %s: no runtime database at %s (it is made by `turnledger runtime` or `turnledger tenants add`; choose another with --db, DATABASE_ADMIN_URL or DATABASE_URL)", sub, target.path)}
+	if sub != "add" && target.URL == "" {
+		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
+			return &exitCodeError{code: 1, msg: fmt.Sprintf("turnledger tenants %s: no runtime database at %s (it is made by `turnledger runtime` or `turnledger tenants add`; choose another with --db, DATABASE_ADMIN_URL or DATABASE_URL)", sub, target.Path)}
 		}
 	}
-	store, err := openTenantAdmin(ctx, target)
+	store, err := service.OpenTenantAdmin(ctx, target)
 	if err != nil {
-		return &runtimeExit{code: 1, msg: "turnledger tenants: " + err.Error()}
+		return &exitCodeError{code: 1, msg: "turnledger tenants: " + err.Error()}
 	}
 	defer store.Close()
 
-	fail := func(err error) error {
-		return &runtimeExit{code: 1, msg: fmt.Sprintf("turnledger tenants %s: %v", sub, err)}
-	}
+	op := service.TenantOp{Command: sub}
 	switch sub {
 	case "add":
-		t, err := store.AddTenant(ctx, *idpTenantID, *plan, now())
-		if err != nil {
-			return fail(err)
-		}
-		fmt.Fprintf(stdout, "added tenant %s (idp_tenant_id %s, plan %s, status %s)\n", t.ID, t.IDPTenantID, t.Plan, t.Status)
-	case "suspend", "activate", "delete":
-		status := map[string]string{"suspend": authn.StatusSuspended, "activate": authn.StatusActive, "delete": authn.StatusDeleted}[sub]
-		t, err := store.SetTenantStatus(ctx, positional[0], status, now())
-		if err != nil {
-			return fail(err)
-		}
-		fmt.Fprintf(stdout, "tenant %s (idp_tenant_id %s) is %s\n", t.ID, t.IDPTenantID, t.Status)
+		op.IDPTenantID, op.Plan = *idpTenantID, *plan
 	case "list":
-		ts, err := store.Tenants(ctx)
-		if err != nil {
-			return fail(err)
-		}
-		if *asJSON {
-			if ts == nil {
-				ts = []authn.Tenant{}
-			}
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(ts)
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tIDP_TENANT_ID\tSTATUS\tPLAN\tCREATED_AT")
-		for _, t := range ts {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.IDPTenantID, t.Status, t.Plan, t.CreatedAt.Format(time.RFC3339))
-		}
-		return tw.Flush()
+		op.JSON = *asJSON
+	default:
+		op.Ref = positional[0]
+	}
+	if err := service.AdministerTenants(ctx, store, op, now(), stdout); err != nil {
+		return &exitCodeError{code: 1, msg: fmt.Sprintf("turnledger tenants %s: %v", sub, err)}
 	}
 	return nil
 }

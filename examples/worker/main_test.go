@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -10,7 +12,8 @@ import (
 
 	"github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/internal/checkfor"
-	"github.com/turnledger/turnledger/internal/stacktest"
+	"github.com/turnledger/turnledger/ledger"
+	"github.com/turnledger/turnledger/serve"
 )
 
 type syncBuffer struct {
@@ -33,9 +36,19 @@ func (s *syncBuffer) String() string {
 // TestWorkerExample runs the example against a real server: it finishes a
 // dispatched Turn with the word count of its input.
 func TestWorkerExample(t *testing.T) {
-	st := stacktest.Start(t, stacktest.Config{})
+	const adminToken = "example-test-admin-token"
+	cfg := serve.DefaultConfig()
+	cfg.Addr, cfg.DataDir, cfg.AdminToken = "127.0.0.1:0", t.TempDir(), adminToken
+	cfg.Ledger.Storage = ledger.MemoryStorage
+	cfg.ReapInterval = 0
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
-	adm, _ := client.New(st.URL, client.WithAdminToken(stacktest.AdminToken))
+	st, err := serve.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	adm, _ := client.New(st.URL(), client.WithAdminToken(adminToken))
 	mat, err := adm.RequestAgentCredentialTokens(ctx, "demo", client.TokensRequest{AgentID: "summarizer"})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +65,7 @@ func TestWorkerExample(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	var out syncBuffer
-	go func() { done <- run(runCtx, []string{"-url", st.URL}, mat.AgentCredentialToken, &out) }()
+	go func() { done <- run(runCtx, []string{"-url", st.URL()}, mat.AgentCredentialToken, &out) }()
 	var final client.Turn
 	checkfor.Until(t, 20*time.Second, "the example to finish the Turn", func() bool {
 		got, err := adm.GetTurn(ctx, "demo", tv.TurnID)

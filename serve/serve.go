@@ -1,4 +1,17 @@
-package main
+// Package serve wires one turnledger service together, as `turnledger
+// serve` runs it: NATS (the embedded server, or an external server or
+// cluster), the ledger, the engine, the projections with their projector,
+// the reaper, the metrics registry and the HTTP API with its protections
+// against overload (Limits). It also rebuilds the projections of a data
+// directory (Replay).
+//
+// A Config says what to start; DefaultConfig gives serve's defaults and
+// Validate reports every problem. Only cmd/turnledger reads flags and the
+// environment into a Config; tests that need a whole stack start one with
+// Start too, with the ledger's stream in memory (Ledger.Storage), the data
+// directory in t.TempDir(), a loopback port 0 and, where they expire claims
+// without sleeping, their own clock (Now).
+package serve
 
 import (
 	"context"
@@ -13,6 +26,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,50 +39,95 @@ import (
 	"github.com/turnledger/turnledger/projection"
 )
 
-// serviceConfig is everything `serve` needs, read from flags and the
-// environment by serve.go.
-type serviceConfig struct {
+// Config is everything a service needs. cmd/turnledger fills it from the
+// flags and the environment of `turnledger serve`.
+type Config struct {
 	Addr         string        // listen address of the API
 	DataDir      string        // projections, the admin token, and the embedded NATS store
 	NATSURL      string        // an existing NATS server or cluster (comma-separated URLs); empty starts the embedded one
-	NATSAuth     natsAuth      // credentials and TLS for NATSURL
-	AdminToken   string        // from TURNLEDGER_ADMIN_TOKEN; empty reads or makes DataDir/admin-token
+	NATSAuth     NATSAuth      // credentials and TLS for NATSURL
+	AdminToken   string        // the admin bearer; empty reads or makes DataDir/admin-token
 	MetricsOpen  bool          // serve /metrics to any client, not only loopback ones
+	PublicURL    string        // the base of input_url (httpapi.Config.PublicURL); empty: as the request came
 	ReapInterval time.Duration // 0 turns the background reaper off
-	Sync         ledger.Sync   // durability of the embedded server (--sync)
-	ProjSync     string        // projectionSyncCommit or projectionSyncClose (--projection-sync)
-	Limits       limits
-	Kernel       engine.Config
-	Ledger       ledger.Config
-	Logger       *slog.Logger
-	RequestLog   bool      // one log line per request (httpapi.RequestLog)
-	Lag          lagBounds // past them /readyz answers 503 (lag.go)
+	Sync         ledger.Sync   // durability of the embedded server
+	// ProjectionSync is when the projection file is fsynced:
+	// ProjectionSyncClose or ProjectionSyncCommit.
+	ProjectionSync string
+	Limits         Limits
+	Kernel         engine.Config
+	Ledger         ledger.Config // Ledger.Storage = ledger.MemoryStorage keeps the stream in memory (tests)
+	Logger         *slog.Logger
+	RequestLog     bool      // one log line per request (httpapi.RequestLog)
+	Lag            LagBounds // past them /readyz answers 503
 
-	// projectorSource, when set, wraps the ledger as the projector follows
+	// Now, when set, is the clock of the engine, the projections and the
+	// API in place of Kernel.Now and time.Now, so that a test can expire
+	// claims without sleeping.
+	Now func() time.Time
+
+	// ProjectorSource, when set, wraps the ledger as the projector follows
 	// it. Tests only: they hold the projector back to watch /readyz while
 	// it is behind.
-	projectorSource func(projection.Source) projection.Source
+	ProjectorSource func(projection.Source) projection.Source
 }
 
-func defaultServiceConfig() serviceConfig {
-	return serviceConfig{
-		Addr:         "127.0.0.1:8000",
-		DataDir:      "./data",
-		ReapInterval: 5 * time.Second,
-		Sync:         ledger.SyncAlways,
-		ProjSync:     projectionSyncClose,
-		Limits:       defaultLimits(),
-		Kernel:       engine.DefaultConfig(),
-		Ledger:       ledger.DefaultConfig(),
-		Logger:       slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		Lag:          lagBounds{Events: maxProjectionLag, Stall: maxProjectionStall},
+// DefaultConfig is serve's defaults: 127.0.0.1:8000, ./data, the embedded
+// NATS server with an fsync per append, the projection file fsynced at
+// shutdown, a reaper every 5 s, and logs as text on standard error.
+func DefaultConfig() Config {
+	return Config{
+		Addr:           "127.0.0.1:8000",
+		DataDir:        "./data",
+		ReapInterval:   5 * time.Second,
+		Sync:           ledger.SyncAlways,
+		ProjectionSync: ProjectionSyncClose,
+		Limits:         DefaultLimits(),
+		Kernel:         engine.DefaultConfig(),
+		Ledger:         ledger.DefaultConfig(),
+		Logger:         slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Lag:            LagBounds{Events: MaxProjectionLag, Stall: MaxProjectionStall},
 	}
 }
 
-// service is one running turnledger: NATS (embedded or external), the
+// Validate reports every problem of c, joined. The parts' own
+// configurations (Kernel, Ledger) are checked by the parts as Start opens
+// them.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Addr == "" {
+		errs = append(errs, errors.New("serve: a listen address (Addr) is required"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("serve: a data directory (DataDir) is required"))
+	}
+	if c.Logger == nil {
+		errs = append(errs, errors.New("serve: a logger is required"))
+	}
+	if c.ReapInterval < 0 {
+		errs = append(errs, errors.New("serve: the reap interval must not be negative"))
+	}
+	switch c.ProjectionSync {
+	case ProjectionSyncClose, ProjectionSyncCommit:
+	default:
+		errs = append(errs, fmt.Errorf("serve: ProjectionSync must be %q or %q, not %q", ProjectionSyncClose, ProjectionSyncCommit, c.ProjectionSync))
+	}
+	switch c.Sync {
+	case ledger.SyncAlways, ledger.SyncInterval:
+	default:
+		errs = append(errs, fmt.Errorf("serve: Sync must be %q or %q, not %q", ledger.SyncAlways, ledger.SyncInterval, c.Sync))
+	}
+	if c.NATSURL == "" && c.Ledger.Replicas > 1 {
+		errs = append(errs, fmt.Errorf("serve: %d replicas need an external NATS cluster (NATSURL): the embedded server is a single node", c.Ledger.Replicas))
+	}
+	errs = append(errs, c.Limits.Validate(), c.NATSAuth.Validate(c.NATSURL))
+	return errors.Join(errs...)
+}
+
+// Service is one running turnledger: NATS (embedded or external), the
 // ledger, the engine, the projector, the reaper and the HTTP API.
-type service struct {
-	cfg       serviceConfig
+type Service struct {
+	cfg       Config
 	embedded  *ledger.Embedded
 	nc        *nats.Conn
 	ledger    *ledger.Store
@@ -88,9 +147,15 @@ type service struct {
 	lag    lagWatch
 }
 
-// startService opens every part and starts serving. Close stops it.
-func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error) {
-	s := &service{cfg: cfg, lag: lagWatch{bounds: cfg.Lag}}
+// Start opens every part and starts serving. Close stops it.
+func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now != nil {
+		cfg.Kernel.Now = cfg.Now
+	}
+	s := &Service{cfg: cfg, lag: lagWatch{bounds: cfg.Lag}}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -132,8 +197,8 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	}
 	s.engine.KeepSnapshots(s.store, snapshotEvery)
 	var src projection.Source = s.ledger
-	if cfg.projectorSource != nil {
-		src = cfg.projectorSource(src)
+	if cfg.ProjectorSource != nil {
+		src = cfg.ProjectorSource(src)
 	}
 	s.projector = projection.NewProjector(s.store, src)
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -171,6 +236,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	hcfg.Now = cfg.Kernel.Now
 	hcfg.Metrics = httpapi.MetricsConfig{Handler: metrics.handler(), FromAnywhere: cfg.MetricsOpen, Observer: metrics}
 	hcfg.Logger = cfg.Logger
+	hcfg.PublicURL = cfg.PublicURL
 	cfg.Limits.apply(&hcfg)
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
@@ -179,12 +245,12 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	s.listener = cfg.Limits.listen(s.listener)
+	s.listener = cfg.Limits.Listen(s.listener)
 	var handler http.Handler = console.Mount(s.api)
 	if cfg.RequestLog {
 		handler = httpapi.RequestLog(cfg.Logger, handler)
 	}
-	s.http = cfg.Limits.server(handler)
+	s.http = cfg.Limits.Server(handler)
 	s.http.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
 	s.wg.Add(1)
 	go func() {
@@ -199,7 +265,7 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 // openLedger connects to NATS — the embedded server with its store under
 // dataDir/nats, or the server at natsURL — and opens the ledger on it. On
 // error everything opened is closed again.
-func openLedger(ctx context.Context, dataDir, natsURL string, auth natsAuth, cfg ledger.Config, sync ledger.Sync) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
+func openLedger(ctx context.Context, dataDir, natsURL string, auth NATSAuth, cfg ledger.Config, sync ledger.Sync) (emb *ledger.Embedded, nc *nats.Conn, l *ledger.Store, err error) {
 	defer func() {
 		if err != nil {
 			if nc != nil {
@@ -219,8 +285,8 @@ func openLedger(ctx context.Context, dataDir, natsURL string, auth natsAuth, cfg
 		if nc, err = emb.Connect(); err != nil {
 			return nil, nil, nil, err
 		}
-	} else if nc, err = nats.Connect(natsURL, auth.options()...); err != nil {
-		return nil, nil, nil, fmt.Errorf("connect to NATS at %s: %w", redactURLs(natsURL), err)
+	} else if nc, err = nats.Connect(natsURL, auth.Options()...); err != nil {
+		return nil, nil, nil, fmt.Errorf("connect to NATS at %s: %w", RedactURLs(natsURL), err)
 	}
 	if l, err = ledger.Open(ctx, nc, cfg); err != nil {
 		return nil, nil, nil, err
@@ -228,11 +294,60 @@ func openLedger(ctx context.Context, dataDir, natsURL string, auth natsAuth, cfg
 	return emb, nc, l, nil
 }
 
+// Run starts the service, says on out where it serves, its ledger, its
+// projections and its admin token, serves until ctx ends, and closes it.
+func Run(ctx context.Context, cfg Config, out io.Writer) error {
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	backend := "embedded NATS (JetStream under " + cfg.DataDir + "/nats)"
+	if cfg.NATSURL != "" {
+		backend = "NATS at " + RedactURLs(cfg.NATSURL)
+	}
+	fmt.Fprintf(out, "turnledger serving on %s, ledger on %s, projections in %s/projections.db\n", s.URL(), backend, cfg.DataDir)
+	fmt.Fprintf(out, "web console: %s/console/ (sign in with the admin bearer token)\n", s.URL())
+	if s.tokenPath != "" {
+		fmt.Fprintf(out, "admin bearer token: in %s (set TURNLEDGER_ADMIN_TOKEN to choose your own)\n", s.tokenPath)
+	} else {
+		fmt.Fprintln(out, "admin bearer token: from TURNLEDGER_ADMIN_TOKEN")
+	}
+	<-ctx.Done()
+	fmt.Fprintln(out, "shutting down")
+	return s.Close()
+}
+
 // URL is the base URL of the API.
-func (s *service) URL() string { return "http://" + s.listener.Addr().String() }
+func (s *Service) URL() string { return "http://" + s.listener.Addr().String() }
+
+// AdminTokenPath is the file the admin token was read from or written to,
+// or "" when Config.AdminToken gave it.
+func (s *Service) AdminTokenPath() string { return s.tokenPath }
+
+// Handler is the service's whole HTTP handler (the API, the console, the
+// request log), as its server serves it.
+func (s *Service) Handler() http.Handler { return s.http.Handler }
+
+// API is the HTTP API.
+func (s *Service) API() *httpapi.Server { return s.api }
+
+// Ledger is the ledger the engine appends to.
+func (s *Service) Ledger() *ledger.Store { return s.ledger }
+
+// Store is the projection store.
+func (s *Service) Store() *projection.Store { return s.store }
+
+// NATS is the connection to the NATS server the ledger is on.
+func (s *Service) NATS() *nats.Conn { return s.nc }
+
+// Reaper is the reaper of expired claims.
+func (s *Service) Reaper() *engine.Reaper { return s.reaper }
+
+// Config is the configuration the service runs with.
+func (s *Service) Config() Config { return s.cfg }
 
 // Close stops serving and closes every part, the last opened first.
-func (s *service) Close() error {
+func (s *Service) Close() error {
 	var errs []error
 	if s.api != nil {
 		s.api.StopWaiting() // long polls and event streams end, so Shutdown does not wait for them
@@ -266,8 +381,8 @@ func (s *service) Close() error {
 	return errors.Join(errs...)
 }
 
-// readiness is the body of /readyz: each part's own report.
-type readiness struct {
+// Readiness is the body of /readyz: each part's own report.
+type Readiness struct {
 	Status      string              `json:"status"` // "ready" or "not_ready"
 	Backend     ledger.Report       `json:"backend"`
 	Projections projection.Health   `json:"projections"`
@@ -275,7 +390,7 @@ type readiness struct {
 	// Stream is the ledger stream's own status: its replicas, storage and
 	// leader (absent when it cannot be read).
 	Stream *ledger.StreamStatus `json:"stream,omitempty"`
-	Lag    lagReport            `json:"projection_lag"`
+	Lag    LagReport            `json:"projection_lag"`
 	// WriteModelsLoading is how many projects are still loading their write
 	// model; their requests are answered 503 with Retry-After meanwhile.
 	WriteModelsLoading int `json:"write_models_loading"`
@@ -289,13 +404,13 @@ const snapshotEvery = 20_000
 // so that an unreachable NATS server makes them answer quickly, not hang.
 const probeTimeout = 2 * time.Second
 
-func (s *service) ready(ctx context.Context) (any, bool) {
+func (s *Service) ready(ctx context.Context) (any, bool) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	r := readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status(), WriteModelsLoading: s.engine.Loading()}
+	r := Readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status(), WriteModelsLoading: s.engine.Loading()}
 	r.Backend.Kind = "embedded"
 	if s.embedded == nil {
-		r.Backend.Kind, r.Backend.URL = "external", redactURLs(s.cfg.NATSURL)
+		r.Backend.Kind, r.Backend.URL = "external", RedactURLs(s.cfg.NATSURL)
 	}
 	if stream, err := s.ledger.Status(ctx); err == nil {
 		r.Stream = &stream
@@ -313,7 +428,7 @@ func (s *service) ready(ctx context.Context) (any, bool) {
 	return r, r.Status == "ready"
 }
 
-func (s *service) diagnostics(ctx context.Context) []httpapi.Diagnostic {
+func (s *Service) diagnostics(ctx context.Context) []httpapi.Diagnostic {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var d []httpapi.Diagnostic
@@ -329,6 +444,16 @@ func (s *service) diagnostics(ctx context.Context) []httpapi.Diagnostic {
 		d = append(d, httpapi.Diagnostic{Code: "ledger_unreachable", Message: "the ledger head cannot be read: " + err.Error()})
 	}
 	return d
+}
+
+// ReadAdminToken reads the admin token a service keeps in dataDir (an
+// error wrapping os.ErrNotExist when there is none).
+func ReadAdminToken(dataDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "admin-token"))
+	if err != nil {
+		return "", fmt.Errorf("read admin token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // adminToken reads the admin token kept in the data directory, or makes one

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -20,6 +19,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/turnledger/turnledger/client"
+	"github.com/turnledger/turnledger/serve"
 )
 
 // The overload scenario of `turnledger bench`: each point of docs/limits.md
@@ -39,8 +41,8 @@ const (
 	overloadConnCap     = 256
 )
 
-// overloadResult is the report of the overload scenario.
-type overloadResult struct {
+// OverloadResult is the report of the overload scenario.
+type OverloadResult struct {
 	PhaseSeconds float64 `json:"phase_seconds"`
 	// Capacity: dispatches/s of --agents dispatchers in a closed loop on
 	// "on", and the p50 of one dispatch at a time with no load.
@@ -131,38 +133,38 @@ type feedStats struct {
 	RSSAfterMB   float64 `json:"rss_after_mib"`
 }
 
-// flagSet reports whether the flag name was given.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
 // overloadServe is one in-process serve of the scenario with its project
 // bench0: requester req0 and worker w0.
 type overloadServe struct {
 	*target
-	a        *api
-	req, w   map[string]string
-	run      string // prefix of dispatch keys
+	hc       *http.Client      // the raw requests'
+	req, w   agent             // req0 and w0
+	reqC, wC *client.Client    // their clients, on hc
+	reqH, wH map[string]string // their headers, for the raw requests
+	run      string            // prefix of dispatch keys
 	dispatch atomic.Int64
 	bigTurn  string // the Turn of the large events (bigFeed)
 }
 
 // startOverloadServe starts a serve with limits lim and sets its agents up.
-func (b *bench) startOverloadServe(ctx context.Context, lim limits) (*overloadServe, error) {
-	t, err := b.startWith(ctx, "", func(c *serviceConfig) { c.Limits, c.ReapInterval = lim, 0 })
+func (b *bench) startOverloadServe(ctx context.Context, lim serve.Limits) (*overloadServe, error) {
+	t, err := b.startWith(ctx, "", func(c *serve.Config) { c.Limits, c.ReapInterval = lim, 0 })
 	if err != nil {
 		return nil, err
 	}
-	s := &overloadServe{target: t, a: newAPI(t.url, 64), run: fmt.Sprintf("%x", time.Now().UnixNano())}
-	if s.req, err = register(ctx, s.a, t.admin, "bench0", "req0", 0, "turns:dispatch"); err == nil {
-		s.w, err = register(ctx, s.a, t.admin, "bench0", "w0", 1)
+	s := &overloadServe{target: t, hc: newHTTPClient(64), run: fmt.Sprintf("%x", time.Now().UnixNano())}
+	adm, err := t.adminClient(s.hc)
+	if err == nil {
+		if s.req, err = register(ctx, adm, "bench0", "req0", 0, "turns:dispatch"); err == nil {
+			s.w, err = register(ctx, adm, "bench0", "w0", 1)
+		}
 	}
 	if err != nil {
 		t.close()
 		return nil, err
 	}
+	s.reqC, s.wC = s.req.client(t.url, s.hc), s.w.client(t.url, s.hc)
+	s.reqH, s.wH = s.req.headers(), s.w.headers()
 	return s, nil
 }
 
@@ -170,7 +172,7 @@ func (b *bench) startOverloadServe(ctx context.Context, lim limits) (*overloadSe
 func (s *overloadServe) dispatchBody() []byte {
 	key := fmt.Sprintf("%s-%d", s.run, s.dispatch.Add(1))
 	b, _ := json.Marshal(map[string]any{
-		"requested_by": agentRefOf("bench0", "req0"), "target_agent": agentRefOf("bench0", "w0"),
+		"requested_by": s.req.ref(), "target_agent": s.w.ref(),
 		"input": map[string]any{}, "turn_kind": "bench", "dispatch_key": key,
 		"authority": map[string]any{"mode": "root_request", "request_id": key}, "meta": nil, "trace": nil})
 	return b
@@ -205,7 +207,7 @@ func (s *overloadServe) sequential(ctx context.Context, n int) (ok int, p50 floa
 	var lat []time.Duration
 	for range n {
 		t0 := time.Now()
-		if st, _ := send(ctx, s.a.hc, "POST", s.url+"/v3r1/projects/bench0/turns:dispatch", s.req, s.dispatchBody()); st == http.StatusOK {
+		if st, _ := send(ctx, s.hc, "POST", s.url+"/v3r1/projects/bench0/turns:dispatch", s.reqH, s.dispatchBody()); st == http.StatusOK {
 			ok++
 			lat = append(lat, time.Since(t0))
 		}
@@ -213,14 +215,14 @@ func (s *overloadServe) sequential(ctx context.Context, n int) (ok int, p50 floa
 	return ok, quantile(lat, 0.5)
 }
 
-func (b *bench) overload(ctx context.Context) (*benchResult, error) {
+func (b *bench) overload(ctx context.Context) (*Result, error) {
 	phase := b.cfg.Duration / 8
-	res := &benchResult{Scenario: "overload", Overload: &overloadResult{PhaseSeconds: phase.Seconds(), Factor: b.cfg.Factor, Dispatchers: b.cfg.Agents}}
+	res := &Result{Scenario: "overload", Overload: &OverloadResult{PhaseSeconds: phase.Seconds(), Factor: b.cfg.Factor, Dispatchers: b.cfg.Agents}}
 	r := res.Overload
 
-	off := limits{MaxPageBytes: 1 << 30} // every bound off, pages at most 1 GiB
-	on := defaultLimits()
-	scaled := defaultLimits()
+	off := serve.Limits{MaxPageBytes: 1 << 30} // every bound off, pages at most 1 GiB
+	on := serve.DefaultLimits()
+	scaled := serve.DefaultLimits()
 	scaled.ReadTimeout, scaled.MaxConns = overloadReadTimeout, overloadConnCap
 	b.say("starting three serves (protections off, on, on with a read timeout of %v and a cap of %d connections)…", overloadReadTimeout, overloadConnCap)
 	var serves []*overloadServe
@@ -229,7 +231,7 @@ func (b *bench) overload(ctx context.Context) (*benchResult, error) {
 			s.close()
 		}
 	}()
-	for _, lim := range []limits{off, on, scaled} {
+	for _, lim := range []serve.Limits{off, on, scaled} {
 		s, err := b.startOverloadServe(ctx, lim)
 		if err != nil {
 			return nil, err
@@ -305,7 +307,7 @@ func (s *overloadServe) capacity(ctx context.Context, n int, d time.Duration) fl
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				if st, _ := send(ctx, hc, "POST", s.url+"/v3r1/projects/bench0/turns:dispatch", s.req, s.dispatchBody()); st == http.StatusOK {
+				if st, _ := send(ctx, hc, "POST", s.url+"/v3r1/projects/bench0/turns:dispatch", s.reqH, s.dispatchBody()); st == http.StatusOK {
 					ok.Add(1)
 				}
 			}
@@ -340,7 +342,7 @@ func (s *overloadServe) openLoop(ctx context.Context, rate float64, d time.Durat
 			go func() {
 				defer wg.Done()
 				t0 := time.Now()
-				code, _ := send(ctx, hc, "POST", s.url+"/v3r1/projects/bench0/turns:dispatch", s.req, s.dispatchBody())
+				code, _ := send(ctx, hc, "POST", s.url+"/v3r1/projects/bench0/turns:dispatch", s.reqH, s.dispatchBody())
 				took := time.Since(t0)
 				mu.Lock()
 				defer mu.Unlock()
@@ -410,7 +412,7 @@ func (s *overloadServe) flood(ctx context.Context, clients int, d time.Duration)
 	var lat []time.Duration
 	for ctx.Err() == nil {
 		t0 := time.Now()
-		code, _ := send(ctx, s.a.hc, "GET", path, s.w, nil)
+		code, _ := send(ctx, s.hc, "GET", path, s.wH, nil)
 		switch {
 		case code == http.StatusOK:
 			lat = append(lat, time.Since(t0))
@@ -447,7 +449,7 @@ func (s *overloadServe) slowBodies(ctx context.Context, n int, d time.Duration) 
 		conns = append(conns, c)
 		var hdr strings.Builder
 		fmt.Fprintf(&hdr, "POST /v3r1/projects/bench0/turns:dispatch HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", len(body))
-		for k, v := range s.req {
+		for k, v := range s.reqH {
 			fmt.Fprintf(&hdr, "%s: %s\r\n", k, v)
 		}
 		hdr.WriteString("\r\n")
@@ -505,7 +507,7 @@ wait:
 // those answered until want of them are or a bound passes; it then closes
 // release of the answered ones and counts the waiting ones then answered.
 func (s *overloadServe) conns(ctx context.Context, n, want, release int) connStats {
-	s.a.hc.CloseIdleConnections() // the cap counts every open connection
+	s.hc.CloseIdleConnections() // the cap counts every open connection
 	addr := strings.TrimPrefix(s.url, "http://")
 	answered := make(chan int, n)
 	var conns []net.Conn
@@ -578,28 +580,21 @@ func (s *overloadServe) conns(ctx context.Context, n, want, release int) connSta
 func (s *overloadServe) bigFeed(ctx context.Context, n, size int) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	var tv struct {
-		TurnID string `json:"turn_id"`
-	}
-	if err := s.a.post(ctx, s.req, "/v3r1/projects/bench0/turns:dispatch", json.RawMessage(s.dispatchBody()), &tv); err != nil {
+	key := fmt.Sprintf("%s-%d", s.run, s.dispatch.Add(1))
+	if _, err := s.reqC.DispatchTurn(ctx, "bench0", client.DispatchRequest{RequestedBy: s.req.ref(), TargetAgent: s.w.ref(),
+		Input: map[string]any{}, TurnKind: "bench", DispatchKey: key, Authority: client.Root(key)}); err != nil {
 		return fmt.Errorf("feed: dispatch: %w", err)
-	}
-	var c struct {
-		Claim json.RawMessage `json:"claim"`
-		Turn  struct {
-			TurnID string `json:"turn_id"`
-		} `json:"turn"`
 	}
 	// w0 has capacity 1 and many queued Turns after the open loop: it
 	// claims the oldest, which is as good as any.
-	if err := s.a.post(ctx, s.w, "/v3r1/projects/bench0/agents/w0/claims:claim", map[string]any{"agent": agentRefOf("bench0", "w0")}, &c); err != nil || c.Turn.TurnID == "" {
-		return fmt.Errorf("feed: claim: %v (turn %q)", err, c.Turn.TurnID)
+	c, err := s.wC.ClaimTurn(ctx, "bench0", "w0", 0)
+	if err != nil || c == nil {
+		return fmt.Errorf("feed: claim: %v (claimed %v)", err, c != nil)
 	}
-	s.bigTurn = c.Turn.TurnID
+	s.bigTurn = c.Claim.TurnID
 	text := strings.Repeat("x", size)
 	for i := range n {
-		if err := s.a.post(ctx, s.w, "/v3r1/projects/bench0/turns/"+s.bigTurn+"/semantic-records",
-			map[string]any{"claim": c.Claim, "role": "note", "payload": map[string]any{"i": i, "text": text}}, nil); err != nil {
+		if _, err := s.wC.AppendSemanticRecord(ctx, c.Claim, "note", map[string]any{"i": i, "text": text}); err != nil {
 			return fmt.Errorf("feed: record %d: %w", i, err)
 		}
 	}
@@ -715,7 +710,7 @@ func heapMiB() float64 {
 	return float64(m[0].Value.Uint64()) / (1 << 20)
 }
 
-func (r *overloadResult) print(w io.Writer) {
+func (r *OverloadResult) print(w io.Writer) {
 	pct := func(n, of int) float64 { return 100 * float64(n) / float64(max(of, 1)) }
 	fmt.Fprintf(w, "protections off (before) and on (serve's defaults); each timed phase %.2f s; server and load generator share the process\n", r.PhaseSeconds)
 	fmt.Fprintf(w, "capacity: %d dispatchers in a closed loop, %.0f dispatches/s; one dispatch alone p50 %.2f ms\n", r.Dispatchers, r.CapacityPerSec, r.IdleP50)

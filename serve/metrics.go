@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func (m *metrics) handler() http.Handler {
 }
 
 // watch registers the gauges read from the running service at scrape time.
-func (m *metrics) watch(s *service) {
+func (m *metrics) watch(s *Service) {
 	gauge := func(name, help string, f func() float64) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}
@@ -115,7 +115,7 @@ func (m *metrics) watch(s *service) {
 
 // claimCounts counts the claims of every loaded project in the engine's
 // write model: live ones and expired ones not yet released.
-func (s *service) claimCounts() (live, expired int) {
+func (s *Service) claimCounts() (live, expired int) {
 	now := s.cfg.Kernel.Now()
 	for _, p := range s.engine.Projects() {
 		s.engine.ViewFolded(context.Background(), p, func(p *kernel.Project) error {

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"net/http"
@@ -9,11 +9,11 @@ import (
 	"github.com/turnledger/turnledger/authn/webclient"
 )
 
-// withWebClient serves the browser client under /app/ and everything else
+// WithWebClient serves the browser client under /app/ and everything else
 // with api. The client's hosted auth URL is the one built into the binary;
 // in hosted mode a runtime whose HOSTED_AUTH_URL has another origin would
 // refuse the client's tokens, so that is logged.
-func withWebClient(api http.Handler, cfg authn.Config, logf func(string, ...any)) (http.Handler, error) {
+func WithWebClient(api http.Handler, cfg authn.Config, logf func(string, ...any)) (http.Handler, error) {
 	app, err := webclient.Handler(webclient.HostedAuthURL)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"testing"
@@ -21,13 +21,13 @@ func TestLagWatch(t *testing.T) {
 		{0, 10, 10, 0, "0s", true},
 		{time.Second, 20, 15, 5, "0s", true},                                              // behind, but it moved
 		{10 * time.Second, 30, 15, 15, "9s", true},                                        // behind and standing still
-		{time.Second + maxProjectionStall, 40, 15, 25, maxProjectionStall.String(), true}, // at the bound
-		{2*time.Second + maxProjectionStall, 50, 15, 35, (time.Second + maxProjectionStall).String(), false},
-		{3*time.Second + maxProjectionStall, 60, 16, 44, "0s", true}, // it moved again
-		{4*time.Second + maxProjectionStall, 16 + maxProjectionLag + 1, 17, maxProjectionLag, "0s", true},
-		{5*time.Second + maxProjectionStall, 18 + maxProjectionLag + 1, 18, maxProjectionLag + 1, "0s", false},
-		{6*time.Second + maxProjectionStall, 30, 30, 0, "0s", true},
-		{60*time.Second + maxProjectionStall, 30, 30, 0, "0s", true}, // caught up is never stalled
+		{time.Second + MaxProjectionStall, 40, 15, 25, MaxProjectionStall.String(), true}, // at the bound
+		{2*time.Second + MaxProjectionStall, 50, 15, 35, (time.Second + MaxProjectionStall).String(), false},
+		{3*time.Second + MaxProjectionStall, 60, 16, 44, "0s", true}, // it moved again
+		{4*time.Second + MaxProjectionStall, 16 + MaxProjectionLag + 1, 17, MaxProjectionLag, "0s", true},
+		{5*time.Second + MaxProjectionStall, 18 + MaxProjectionLag + 1, 18, MaxProjectionLag + 1, "0s", false},
+		{6*time.Second + MaxProjectionStall, 30, 30, 0, "0s", true},
+		{60*time.Second + MaxProjectionStall, 30, 30, 0, "0s", true}, // caught up is never stalled
 	} {
 		got := w.check(t0.Add(c.at), c.head, c.checkpoint)
 		if got.Events != c.events || got.StalledFor != c.stalled || got.WithinBound != c.ok {

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"sync"
@@ -6,40 +6,40 @@ import (
 )
 
 // Bounds of projection lag past which /readyz answers 503 (the defaults of
-// lagBounds).
+// LagBounds).
 const (
-	// maxProjectionLag is the most events the projections may be behind the
+	// MaxProjectionLag is the most events the projections may be behind the
 	// ledger's head: about a second of folding at the measured rates.
-	maxProjectionLag = 10_000
-	// maxProjectionStall is how long the projections may stand still while
+	MaxProjectionLag = 10_000
+	// MaxProjectionStall is how long the projections may stand still while
 	// they are behind the ledger.
-	maxProjectionStall = 15 * time.Second
+	MaxProjectionStall = 15 * time.Second
 )
 
-// lagBounds are the bounds of projection lag past which /readyz answers
-// 503. serve uses maxProjectionLag and maxProjectionStall; tests set small
+// LagBounds are the bounds of projection lag past which /readyz answers
+// 503. serve uses MaxProjectionLag and MaxProjectionStall; tests set small
 // ones. A zero field means its default.
-type lagBounds struct {
+type LagBounds struct {
 	Events uint64        // most events behind the ledger's head
 	Stall  time.Duration // longest standing still while behind
 }
 
-func (b lagBounds) orDefaults() lagBounds {
+func (b LagBounds) orDefaults() LagBounds {
 	if b.Events == 0 {
-		b.Events = maxProjectionLag
+		b.Events = MaxProjectionLag
 	}
 	if b.Stall == 0 {
-		b.Stall = maxProjectionStall
+		b.Stall = MaxProjectionStall
 	}
 	return b
 }
 
-// lagReport is the projection_lag of /readyz.
-type lagReport struct {
+// LagReport is the projection_lag of /readyz.
+type LagReport struct {
 	Events      uint64 `json:"events"`        // ledger head minus applied ledger_seq
-	MaxEvents   uint64 `json:"max_events"`    // lagBounds.Events
+	MaxEvents   uint64 `json:"max_events"`    // LagBounds.Events
 	StalledFor  string `json:"stalled_for"`   // how long the projections have been behind without advancing ("0s" when they advance or are caught up)
-	MaxStalled  string `json:"max_stalled"`   // lagBounds.Stall
+	MaxStalled  string `json:"max_stalled"`   // LagBounds.Stall
 	WithinBound bool   `json:"within_bounds"` // false makes /readyz answer 503
 }
 
@@ -49,7 +49,7 @@ type lagReport struct {
 // learns when asked, so the stall is measured from the first probe that
 // saw it behind.
 type lagWatch struct {
-	bounds lagBounds // zero: the defaults
+	bounds LagBounds // zero: the defaults
 
 	mu         sync.Mutex
 	checkpoint uint64
@@ -58,7 +58,7 @@ type lagWatch struct {
 
 // check reports the lag at now of projections at checkpoint behind a ledger
 // at head.
-func (w *lagWatch) check(now time.Time, head, checkpoint uint64) lagReport {
+func (w *lagWatch) check(now time.Time, head, checkpoint uint64) LagReport {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var behind uint64
@@ -73,7 +73,7 @@ func (w *lagWatch) check(now time.Time, head, checkpoint uint64) lagReport {
 		stalled = 0
 	}
 	b := w.bounds.orDefaults()
-	return lagReport{
+	return LagReport{
 		Events:      behind,
 		MaxEvents:   b.Events,
 		StalledFor:  stalled.Round(time.Millisecond).String(),

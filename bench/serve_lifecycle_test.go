@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/turnledger/turnledger/ledger"
+	"github.com/turnledger/turnledger/serve"
 )
 
 // BenchmarkServeLifecycle measures one Turn's whole life — dispatch, claim,
@@ -23,13 +24,13 @@ import (
 // with an fsync per fold, eight agents working in parallel in one project.
 func BenchmarkServeLifecycle(b *testing.B) {
 	dir := b.TempDir()
-	cfg := defaultServiceConfig()
+	cfg := serve.DefaultConfig()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", dir
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if v := os.Getenv("TURNLEDGER_BENCH_SYNC"); v != "" { // always (the default) or interval
 		cfg.Sync = ledger.Sync(v)
 	}
-	s, err := startService(context.Background(), cfg)
+	s, err := serve.Start(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
