@@ -119,11 +119,8 @@ func catalogueHashKey(args []string, stdout, stderr io.Writer) error {
 	if key == "" {
 		return &exitCodeError{code: 2, msg: "turnledger catalogue hash-key: no key on stdin"}
 	}
-	out := catalogue.HashKey(key).String()
-	if l := strings.TrimSpace(*label); l != "" {
-		out += "  " + l
-	}
-	fmt.Fprintln(stdout, out)
+	// The hash, then the label when there is one.
+	fmt.Fprintln(stdout, strings.TrimSpace(catalogue.HashKey(key).String()+"  "+strings.TrimSpace(*label)))
 	return nil
 }
 
