@@ -22,6 +22,7 @@ import (
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
+	"github.com/turnledger/turnledger/mcpapi"
 	"github.com/turnledger/turnledger/projection"
 )
 
@@ -172,6 +173,13 @@ func startService(ctx context.Context, cfg serviceConfig) (_ *service, err error
 	hcfg.Metrics = httpapi.MetricsConfig{Handler: metrics.handler(), FromAnywhere: cfg.MetricsOpen, Observer: metrics}
 	hcfg.Logger = cfg.Logger
 	cfg.Limits.apply(&hcfg)
+	mcfg := mcpapi.DefaultConfig()
+	mcfg.Now, mcfg.Logger, mcfg.MaxBodyBytes, mcfg.AuthFailures = hcfg.Now, hcfg.Logger, hcfg.MaxBodyBytes, hcfg.AuthFailures
+	mh, err := mcpapi.New(s.engine, s.store, mcfg)
+	if err != nil {
+		return nil, err
+	}
+	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: mh}, {Prefix: mcpapi.MetadataPrefix, Handler: mh}}
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
 	}
