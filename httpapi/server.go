@@ -54,6 +54,11 @@ type Config struct {
 	// the base of the input_url a suspend for input answers. Empty: the
 	// scheme and Host of the request that suspended.
 	PublicURL string
+	// Mounts are other faces of the engine served beside the API (the MCP
+	// endpoint, say): a request whose path starts with a mount's Prefix goes
+	// to its Handler, under the instance's in-flight bound and the request
+	// log like any route.
+	Mounts []Mount
 	// Now is the clock of derived statuses (presence, credential expiry)
 	// and of the authentication throttle.
 	Now    func() time.Time
@@ -103,10 +108,21 @@ func (c Config) Validate() error {
 	if c.AuthFailures.Burst < 0 || c.AuthFailures.Every < 0 {
 		errs = append(errs, errors.New("httpapi: the authentication failure rate must not be negative"))
 	}
+	for _, m := range c.Mounts {
+		if !strings.HasPrefix(m.Prefix, "/") || m.Handler == nil {
+			errs = append(errs, fmt.Errorf("httpapi: mount %q needs a prefix starting with / and a handler", m.Prefix))
+		}
+	}
 	if c.Now == nil || c.Logger == nil {
 		errs = append(errs, errors.New("httpapi: a clock and a logger are required"))
 	}
 	return errors.Join(errs...)
+}
+
+// Mount is a handler served under a path prefix (Config.Mounts).
+type Mount struct {
+	Prefix  string // "/mcp/": the paths it serves start with it
+	Handler http.Handler
 }
 
 // Diagnostic is one item of a projection page's diagnostics.
@@ -154,6 +170,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sl := &slots{releases: []func(){release}}
 	defer sl.releaseAll()
+	for _, m := range s.cfg.Mounts {
+		if strings.HasPrefix(r.URL.Path, m.Prefix) {
+			m.Handler.ServeHTTP(w, r)
+			return
+		}
+	}
 	s.router.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotsKey{}, sl)))
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
+	"github.com/turnledger/turnledger/mcpapi"
 	"github.com/turnledger/turnledger/projection"
 )
 
@@ -238,6 +239,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	hcfg.Logger = cfg.Logger
 	hcfg.PublicURL = cfg.PublicURL
 	cfg.Limits.apply(&hcfg)
+	mcfg := mcpapi.DefaultConfig()
+	mcfg.Now, mcfg.Logger, mcfg.MaxBodyBytes, mcfg.AuthFailures = hcfg.Now, hcfg.Logger, hcfg.MaxBodyBytes, hcfg.AuthFailures
+	mh, err := mcpapi.New(s.engine, s.store, mcfg)
+	if err != nil {
+		return nil, err
+	}
+	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: mh}, {Prefix: mcpapi.MetadataPrefix, Handler: mh}}
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,376 @@
+package mcpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/turnledger/turnledger/engine"
+	"github.com/turnledger/turnledger/internal/reqlog"
+	"github.com/turnledger/turnledger/internal/throttle"
+	"github.com/turnledger/turnledger/kernel"
+	"github.com/turnledger/turnledger/projection"
+)
+
+// Paths served: mount the Handler under both prefixes.
+const (
+	PathPrefix     = "/mcp/"
+	MetadataPrefix = "/.well-known/oauth-protected-resource/mcp/"
+)
+
+// Headers of the HTTP API that an MCP request may send; they must match the
+// path when sent.
+const (
+	headerProject = "X-Svc-Project-Id"
+	headerAgent   = "X-Svc-Agent-Id"
+)
+
+// endpointPattern is the route of the request log.
+const endpointPattern = "/mcp/projects/{project_id}/agents/{agent_id}"
+
+// newProtocol is the first stateless protocol version.
+const newProtocol = "2026-07-28"
+
+// Version is the serverInfo version.
+const Version = "1"
+
+// Handler serves the MCP endpoints and their resource metadata.
+type Handler struct {
+	engine    *engine.Engine
+	store     *projection.Store
+	cfg       Config
+	authFails *throttle.Buckets
+	server    *mcp.Server
+	mcp       http.Handler // the SDK's Streamable HTTP handler, behind the bearer check
+	tools     []*mcp.Tool  // in the order of tools/list
+	subs      *subscriptions
+}
+
+// New returns the MCP handler over an engine (commands) and a projection
+// store (reads).
+func New(e *engine.Engine, store *projection.Store, cfg Config) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	h := &Handler{engine: e, store: store, cfg: cfg, authFails: throttle.New(cfg.AuthFailures, cfg.Now)}
+	h.subs = newSubscriptions(h)
+	h.server = mcp.NewServer(&mcp.Implementation{Name: "turnledger", Title: "turnledger", Version: Version}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Logger:       cfg.Logger,
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:      &mcp.ToolCapabilities{},
+			Resources:  &mcp.ResourceCapabilities{Subscribe: true},
+			Extensions: map[string]any{TasksExtension: map[string]any{}},
+		},
+		SubscribeHandler:   h.subs.subscribe,
+		UnsubscribeHandler: h.subs.unsubscribe,
+	})
+	h.addTools()
+	h.addResources()
+	h.server.AddReceivingMiddleware(h.identityMiddleware, h.toolsListMiddleware, h.tasksMiddleware)
+	if err := h.addTaskMethods(); err != nil {
+		return nil, err
+	}
+	getServer := func(*http.Request) *mcp.Server { return h.server }
+	opts := mcp.StreamableHTTPOptions{
+		Logger:              cfg.Logger,
+		MaxRequestBodyBytes: cfg.MaxBodyBytes,
+		// The Origin check is ours (checkOrigin), and the Host check of the
+		// SDK refuses names other than localhost on a loopback listener,
+		// which a proxy in front of serve sends.
+		DisableLocalhostProtection: true,
+	}
+	// The SDK serves 2026-07-28 only on a stateless handler and keeps
+	// sessions (2025-11-25 and before) only on a stateful one: a request
+	// goes to one or the other by its MCP-Protocol-Version header, which a
+	// 2026-07-28 client sends on every request and an older one never sends
+	// at that version.
+	stateful := mcp.NewStreamableHTTPHandler(getServer, &opts)
+	statelessOpts := opts
+	statelessOpts.Stateless = true
+	stateless := mcp.NewStreamableHTTPHandler(getServer, &statelessOpts)
+	streamable := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("MCP-Protocol-Version") >= newProtocol {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
+	h.mcp = auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		id, ok := ctx.Value(identityKey{}).(identity)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: id.project + "/" + id.agent, Extra: map[string]any{extraIdentity: id}}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	return h, nil
+}
+
+const instructions = `turnledger coordinates work between agents as Turns: a requester dispatches a Turn to a target agent (dispatch_turn); the target claims it (claim_turn), records progress (append_record), keeps its claim alive (renew_claim), may suspend it to wait for input (suspend_turn), and finishes it (finish_turn). Read Turns with get_turn, get_turn_context, list_turns and read_feed. You act as the agent of this endpoint's URL.`
+
+// identity is who calls: the endpoint's project and agent, and the caller
+// the engine authenticated.
+type identity struct {
+	project, agent string
+	caller         kernel.Caller
+	base           string // scheme://host the server is reached at (the input_url's base)
+}
+
+type identityKey struct{}
+
+const extraIdentity = "turnledger.identity"
+
+// identityMiddleware puts the identity of each request (from the token info
+// the HTTP layer set) in the context of its handler.
+func (h *Handler) identityMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
+			if id, ok := ex.TokenInfo.Extra[extraIdentity].(identity); ok {
+				ctx = context.WithValue(ctx, identityKey{}, id)
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// identityFrom returns the caller the HTTP layer authenticated; a missing
+// one is an error, never a default.
+func identityFrom(ctx context.Context) (identity, error) {
+	id, ok := ctx.Value(identityKey{}).(identity)
+	if !ok {
+		return identity{}, kernel.Errorf(kernel.Unauthorized, "no authenticated caller")
+	}
+	return id, nil
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rest, ok := strings.CutPrefix(r.URL.Path, MetadataPrefix); ok {
+		project, agent, ok := endpointOf(rest)
+		if !ok {
+			writeError(w, http.StatusNotFound, kernel.NotFound, "no MCP endpoint at "+r.URL.Path)
+			return
+		}
+		h.serveMetadata(w, r, project, agent)
+		return
+	}
+	rest, _ := strings.CutPrefix(r.URL.Path, PathPrefix)
+	project, agent, ok := endpointOf(rest)
+	if !ok {
+		writeError(w, http.StatusNotFound, kernel.NotFound, "no MCP endpoint at "+r.URL.Path+"; the endpoint is "+endpointPattern)
+		return
+	}
+	if reqlog.Active(r) {
+		reqlog.Route(r, endpointPattern, project)
+	}
+	if err := h.checkOrigin(r); err != nil {
+		writeError(w, http.StatusForbidden, kernel.Forbidden, err.Error())
+		return
+	}
+	caller, err := h.authenticate(r, project, agent)
+	if err != nil {
+		h.writeAuthError(w, r, project, agent, err)
+		return
+	}
+	// Long polls (claim_turn's wait_s) and event streams outlive the
+	// server's read and write timeouts, which count from the request's start.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	if r.Method == http.MethodGet {
+		_ = rc.SetWriteDeadline(time.Time{})
+	} else {
+		_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.MaxClaimWait + h.cfg.WaitTimeout + 10*time.Second))
+	}
+	ctx := context.WithValue(r.Context(), identityKey{}, identity{project: project, agent: agent, caller: caller, base: h.base(r)})
+	h.mcp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// endpointOf reads "projects/{p}/agents/{a}".
+func endpointOf(rest string) (project, agent string, ok bool) {
+	parts := strings.Split(rest, "/")
+	if len(parts) != 4 || parts[0] != "projects" || parts[2] != "agents" || !kernel.ValidID(parts[1]) || !kernel.ValidID(parts[3]) {
+		return "", "", false
+	}
+	return parts[1], parts[3], true
+}
+
+// base is the scheme and host the server is reached at.
+func (h *Handler) base(r *http.Request) string {
+	if h.cfg.PublicURL != "" {
+		return strings.TrimSuffix(h.cfg.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// checkOrigin refuses a browser request from an origin that is neither the
+// server's own nor an allowed one.
+func (h *Handler) checkOrigin(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	own := []string{scheme + "://" + r.Host}
+	if h.cfg.PublicURL != "" {
+		own = append(own, originOf(h.cfg.PublicURL))
+	}
+	if slices.Contains(own, origin) || slices.Contains(h.cfg.AllowedOrigins, origin) {
+		return nil
+	}
+	return fmt.Errorf("origin %s is not allowed to call this endpoint (allow it with --mcp-allowed-origin)", origin)
+}
+
+// originOf is the scheme://host of an absolute URL.
+func originOf(u string) string {
+	scheme, rest, _ := strings.Cut(u, "://")
+	host, _, _ := strings.Cut(rest, "/")
+	return scheme + "://" + host
+}
+
+func bearer(r *http.Request) (string, bool) {
+	if len(r.Header.Values("Authorization")) != 1 {
+		return "", false
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}
+
+// errThrottled is a throttled authentication, with how long to wait.
+type errThrottled struct{ wait time.Duration }
+
+func (e *errThrottled) Error() string {
+	return "too many failed authentications; retry after the time in Retry-After"
+}
+
+func addrKey(r *http.Request) string        { return "addr\x00" + throttle.RemoteHost(r) }
+func agentKey(project, agent string) string { return "agent\x00" + project + "\x00" + agent }
+
+// authenticate checks the agent headers against the path, the throttle, and
+// the bearer credential of the path's agent, as the HTTP API does
+// (httpapi/auth.go, httpapi/protect.go).
+func (h *Handler) authenticate(r *http.Request, project, agent string) (kernel.Caller, error) {
+	for _, hd := range []string{"Authorization", headerProject, headerAgent} {
+		if len(r.Header.Values(hd)) > 1 {
+			return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "the %s header is given more than once", hd)
+		}
+	}
+	if hp := r.Header.Get(headerProject); hp != "" && hp != project {
+		return kernel.Caller{}, kernel.Errorf(kernel.Forbidden, "%s %q does not match project %s of the path", headerProject, hp, project)
+	}
+	if ha := r.Header.Get(headerAgent); ha != "" && ha != agent {
+		return kernel.Caller{}, kernel.Errorf(kernel.Forbidden, "%s %q does not match agent %s of the path", headerAgent, ha, agent)
+	}
+	token, ok := bearer(r)
+	if aw, addrFailed := h.authFails.Wait(addrKey(r)); aw > 0 || addrFailed {
+		wait := aw
+		if wait == 0 {
+			wait, _ = h.authFails.Wait(agentKey(project, agent))
+		}
+		// A credential the engine knows is served whoever else fails here.
+		if wait > 0 && !(ok && h.engine.KnownCredential(project, agent, token)) {
+			return kernel.Caller{}, &errThrottled{wait}
+		}
+	}
+	if !ok {
+		h.failed(r, project, agent)
+		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "missing Authorization: Bearer <agent credential token> of agent %s", agent)
+	}
+	c, err := h.engine.Authenticate(r.Context(), project, agent, token)
+	if err != nil && kernel.ErrorKind(err) == kernel.Unauthorized {
+		h.failed(r, project, agent)
+	}
+	return c, err
+}
+
+func (h *Handler) failed(r *http.Request, project, agent string) {
+	h.authFails.Fail(addrKey(r))
+	h.authFails.Fail(agentKey(project, agent))
+}
+
+func (h *Handler) metadataURL(r *http.Request, project, agent string) string {
+	return h.base(r) + MetadataPrefix + "projects/" + project + "/agents/" + agent
+}
+
+// writeAuthError answers a refused authentication.
+func (h *Handler) writeAuthError(w http.ResponseWriter, r *http.Request, project, agent string, err error) {
+	var te *errThrottled
+	if errors.As(err, &te) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(te.wait.Seconds()))))
+		writeError(w, http.StatusTooManyRequests, "TooManyRequestsError", te.Error())
+		return
+	}
+	kind := kernel.ErrorKind(err)
+	if kind == kernel.Unauthorized {
+		w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer resource_metadata=%q", h.metadataURL(r, project, agent)))
+	}
+	name, msg := errorBody(h.cfg.Logger, err)
+	writeError(w, statusOf[kind], name, msg)
+}
+
+// serveMetadata answers the RFC 9728 protected resource metadata of an
+// endpoint.
+func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request, project, agent string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, "MethodNotAllowedError", "method "+r.Method+" is not allowed")
+		return
+	}
+	base := h.base(r)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	json.NewEncoder(w).Encode(map[string]any{
+		"resource":                 base + "/mcp/projects/" + project + "/agents/" + agent,
+		"resource_name":            "turnledger MCP endpoint of agent " + agent + " in project " + project,
+		"authorization_servers":    []string{},
+		"bearer_methods_supported": []string{"header"},
+		"resource_documentation": "Tokens are turnledger agent credential tokens, sent as Authorization: Bearer <token>. " +
+			"There is no OAuth authorization server to discover: an operator issues a credential with the admin surface " +
+			"(POST /admin/v1/projects/{project_id}/agent-credential-tokens:request) or the agent redeems a join invite " +
+			"(POST /admin/v1/agent-joins:redeem). See docs/mcp.md.",
+	})
+}
+
+// statusOf is the HTTP status of an error kind at the HTTP level (a refused
+// authentication, an unavailable engine).
+var statusOf = map[kernel.Kind]int{
+	kernel.Unauthorized: http.StatusUnauthorized,
+	kernel.Forbidden:    http.StatusForbidden,
+	kernel.NotFound:     http.StatusNotFound,
+	kernel.Conflict:     http.StatusConflict,
+	kernel.Fencing:      http.StatusConflict,
+	kernel.Invariant:    http.StatusUnprocessableEntity,
+	kernel.Validation:   http.StatusUnprocessableEntity,
+	kernel.BadRequest:   http.StatusBadRequest,
+	kernel.Internal:     http.StatusInternalServerError,
+	kernel.Unavailable:  http.StatusServiceUnavailable,
+}
+
+func writeError(w http.ResponseWriter, status int, name kernel.Kind, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(errBody{Error: string(name), Message: msg})
+}
+
+// errBody is the error body of the HTTP API.
+type errBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
