@@ -285,7 +285,6 @@ func (s *Store) AppendBatch(ctx context.Context, project string, expectLast uint
 		return nil, err
 	}
 	msgs := make([]*nats.Msg, len(events))
-	id := "b" + nonce()
 	for i, e := range events {
 		if e.ProjectID != project {
 			return nil, fmt.Errorf("ledger: event of project %q appended to project %q", e.ProjectID, project)
@@ -305,7 +304,6 @@ func (s *Store) AppendBatch(ctx context.Context, project string, expectLast uint
 			HeaderVersion:         []string{strconv.Itoa(e.V)},
 			HeaderID:              []string{e.ID},
 			HeaderNonce:           []string{nonce()},
-			"Nats-Batch-Id":       []string{id},
 			"Nats-Batch-Sequence": []string{strconv.Itoa(i + 1)},
 		}
 		if i == 0 {
@@ -317,46 +315,77 @@ func (s *Store) AppendBatch(ctx context.Context, project string, expectLast uint
 		}
 		msgs[i] = &nats.Msg{Subject: s.subject(e), Data: data, Header: h}
 	}
-	for _, m := range msgs[:len(msgs)-1] {
-		if err := s.nc.PublishMsg(m); err != nil {
-			return nil, unavailableAppend(project, err)
+	var last uint64
+	err := s.retry(ctx, "atomic batch to "+project, func(ctx context.Context, again bool) error {
+		if again {
+			// An earlier attempt went unanswered: it may be stored. Its
+			// first message, if it was, is the project's next event.
+			m, err := s.stream.GetMsg(ctx, expectLast+1, jetstream.WithGetMsgSubject(s.projectFilter(project)))
+			switch {
+			case err == nil && sameMsg(m, msgs[0]):
+				last = m.Sequence + uint64(len(msgs)-1)
+				return nil
+			case err == nil:
+				return conflict(project, expectLast)
+			case !errors.Is(err, jetstream.ErrMsgNotFound):
+				return err
+			}
 		}
+		// Each attempt is a batch of its own: the server drops an
+		// abandoned one.
+		id := "b" + nonce()
+		for _, m := range msgs {
+			m.Header.Set("Nats-Batch-Id", id)
+		}
+		for _, m := range msgs[:len(msgs)-1] {
+			if err := s.nc.PublishMsg(m); err != nil {
+				return err
+			}
+		}
+		timeout := s.cfg.AttemptTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+		}
+		reply, err := s.nc.RequestMsg(msgs[len(msgs)-1], timeout)
+		if err != nil {
+			return err
+		}
+		var ack struct {
+			Error *struct {
+				Code        int                 `json:"code"`
+				ErrCode     jetstream.ErrorCode `json:"err_code"`
+				Description string              `json:"description"`
+			} `json:"error"`
+			Seq   uint64 `json:"seq"`
+			Batch string `json:"batch"`
+			Count uint64 `json:"count"`
+		}
+		if err := json.Unmarshal(reply.Data, &ack); err != nil {
+			return fmt.Errorf("ledger: the answer to an atomic batch: %w", err)
+		}
+		if e := ack.Error; e != nil {
+			if e.ErrCode == jetstream.JSErrCodeStreamWrongLastSequence || e.ErrCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant {
+				return conflict(project, expectLast)
+			}
+			return fmt.Errorf("ledger: atomic batch of %d: %s (error %d)", len(events), e.Description, e.ErrCode)
+		}
+		if ack.Batch != id || ack.Count != uint64(len(events)) || ack.Seq < uint64(len(events)) {
+			return fmt.Errorf("ledger: atomic batch %s answered for batch %q of %d at %d", id, ack.Batch, ack.Count, ack.Seq)
+		}
+		last = ack.Seq
+		return nil
+	})
+	if errors.Is(err, ErrConflict) {
+		return nil, err
 	}
-	timeout := s.cfg.AttemptTimeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-		timeout = time.Until(dl)
-	}
-	reply, err := s.nc.RequestMsg(msgs[len(msgs)-1], timeout)
 	if err != nil {
 		// The batch may or may not be stored: the engine catches up and
 		// finds out; a client retries with its Idempotency-Key.
 		return nil, unavailableAppend(project, err)
 	}
-	var ack struct {
-		Error *struct {
-			Code        int                 `json:"code"`
-			ErrCode     jetstream.ErrorCode `json:"err_code"`
-			Description string              `json:"description"`
-		} `json:"error"`
-		Seq   uint64 `json:"seq"`
-		Batch string `json:"batch"`
-		Count uint64 `json:"count"`
-	}
-	if err := json.Unmarshal(reply.Data, &ack); err != nil {
-		return nil, unavailableAppend(project, fmt.Errorf("ledger: the answer to an atomic batch: %w", err))
-	}
-	if e := ack.Error; e != nil {
-		if e.ErrCode == jetstream.JSErrCodeStreamWrongLastSequence || e.ErrCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant {
-			return nil, conflict(project, expectLast)
-		}
-		return nil, unavailableAppend(project, fmt.Errorf("ledger: atomic batch of %d: %s (error %d)", len(events), e.Description, e.ErrCode))
-	}
-	if ack.Batch != id || ack.Count != uint64(len(events)) || ack.Seq < uint64(len(events)) {
-		return nil, unavailableAppend(project, fmt.Errorf("ledger: atomic batch %s answered for batch %q of %d at %d", id, ack.Batch, ack.Count, ack.Seq))
-	}
 	seqs := make([]uint64, len(events))
 	for i := range seqs {
-		seqs[i] = ack.Seq - uint64(len(events)-1-i)
+		seqs[i] = last - uint64(len(events)-1-i)
 	}
 	s.refused.Delete(project)
 	return seqs, nil
