@@ -80,7 +80,13 @@ class Serve:
         except (ValueError, OSError):
             pass
 
+    # The helpers' clients retry a 503 or a lost answer after its Retry-After
+    # (with a key): a loaded CI machine may make the ledger answer 503 once.
+    # A client given a fault-injecting transport retries nothing itself, so
+    # the test sees what the worker does.
+
     def admin(self, **kw: Any) -> turnledger.Client:
+        kw.setdefault("retries", 3)
         return turnledger.Client(self.url, admin_token=self.admin_token, **kw)
 
     def agent(self, project: str, agent: str, capacity: int = 1, grants: tuple[str, ...] = (),
@@ -89,6 +95,7 @@ class Serve:
         adm = self.admin()
         adm.register_agent(agent, project=project, capacity=capacity, capabilities=["summarize"], grants=grants)
         cred = adm.issue_credential(agent, project=project)
+        kw.setdefault("retries", 0 if transport else 3)
         return turnledger.Client(self.url, project=project, agent=agent, token=cred["token"], transport=transport, **kw)
 
     def close(self) -> None:

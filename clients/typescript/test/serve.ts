@@ -65,8 +65,12 @@ export class Serve {
     return new Serve(url, token, proc, data);
   }
 
+  // The helpers' clients retry a 503 or a lost answer after its Retry-After
+  // (with a key): a loaded CI machine may make the ledger answer 503 once. A
+  // client given a fault-injecting fetch retries nothing itself, so the test
+  // sees what the worker does.
   admin(): Client {
-    return new Client({ baseUrl: this.url, adminToken: this.adminToken });
+    return new Client({ baseUrl: this.url, adminToken: this.adminToken, retries: 3 });
   }
 
   /** Registers an agent, issues it a credential, returns a client as it. */
@@ -74,7 +78,7 @@ export class Serve {
     const adm = this.admin();
     await adm.registerAgent({ agent_id: agent, capacity: o.capacity ?? 1, capabilities: ["summarize"], grants: o.grants ?? [] }, { project });
     const cred = await adm.issueCredential({ project, agentId: agent });
-    return new Client({ baseUrl: this.url, project, agent, token: cred.token, fetch: o.fetch });
+    return new Client({ baseUrl: this.url, project, agent, token: cred.token, fetch: o.fetch, retries: o.fetch ? 0 : 3 });
   }
 
   async close(): Promise<void> {
