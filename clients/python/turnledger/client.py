@@ -591,17 +591,18 @@ class Client:
     # ---- claims
 
     def claim_turn(
-        self, agent_id: Optional[str] = None, *, wait_s: Optional[float] = None, meta: Optional[t.Meta] = None,
-        trace: Optional[t.Trace] = None, project: Optional[str] = None, idempotency_key: Optional[str] = None,
-        abort: Optional[Abort] = None,
+        self, agent_id: Optional[str] = None, *, wait_s: Optional[float] = None, lease_s: Optional[int] = None,
+        meta: Optional[t.Meta] = None, trace: Optional[t.Trace] = None, project: Optional[str] = None,
+        idempotency_key: Optional[str] = None, abort: Optional[Abort] = None,
     ) -> Optional[t.ClaimResult]:
         """Claims the agent's next Turn, or returns None when none waits. With
         ``wait_s`` (at most 60) the server holds the request until a Turn is
         queued for the agent or the wait ends. ``abort`` ends the wait early
-        (the call raises ConnectionAbortedError)."""
+        (the call raises ConnectionAbortedError). ``lease_s`` asks a lease of
+        its own, at most the agent's claim_ttl_s."""
         p, a = self._p(project), self._a(agent_id)
         q = {"wait": f"{wait_s:g}s"} if wait_s else None
-        body = _drop_none({"agent": {"project_id": p, "agent_id": a}, "meta": meta, "trace": trace})
+        body = _drop_none({"agent": {"project_id": p, "agent_id": a}, "lease_s": lease_s, "meta": meta, "trace": trace})
         return cast(Optional[t.ClaimResult], self._call(
             "POST", self._pp(p, "/agents/", _seg(a), "/claims:claim"), query=q, body=body,
             idempotency_key=idempotency_key, timeout=self.timeout + (wait_s or 0), abort=abort))
@@ -613,6 +614,15 @@ class Client:
         """Extends the claim by the server's claim TTL; says whether a stop was requested."""
         body = _drop_none({"claim": claim, "meta": meta, "trace": trace})
         return cast(t.RenewResult, self._call("POST", self._pp(claim["project_id"], "/claims:renew"), body=body, idempotency_key=idempotency_key))
+
+    def release_claim(
+        self, claim: t.ClaimToken, *, meta: Optional[t.Meta] = None, trace: Optional[t.Trace] = None,
+        idempotency_key: Optional[str] = None,
+    ) -> t.Turn:
+        """Hands a live claim back: the Turn goes back to its old place in the
+        queue, the attempt not counted (a worker that stops gracefully)."""
+        body = _drop_none({"claim": claim, "meta": meta, "trace": trace})
+        return cast(t.Turn, self._call("POST", self._pp(claim["project_id"], "/claims:release"), body=body, idempotency_key=idempotency_key))
 
     def reconcile_expired_claims(
         self, *, meta: Optional[t.Meta] = None, trace: Optional[t.Trace] = None, project: Optional[str] = None,

@@ -63,7 +63,7 @@ class Backoff(TypedDict, total=False):
     max_s: float
 
 
-class AgentSpec(TypedDict):
+class _AgentSpecBase(TypedDict):
     agent_id: str
     role: str
     description: str
@@ -73,6 +73,10 @@ class AgentSpec(TypedDict):
     capabilities: List[str]
     grants: List[str]
     public_metadata: dict[str, Any]
+
+
+class AgentSpec(_AgentSpecBase, total=False):
+    claim_ttl_s: int  # the lease of the agent's claims in seconds (default: the server's claim TTL)
 
 
 class Provenance(TypedDict):
@@ -189,6 +193,7 @@ class Agent(TypedDict):
     last_seen_at: Optional[str]
     presence: str
     ledger_seq: int
+    claim_ttl_s: Optional[int]
 
 
 class TurnOffer(TypedDict):
@@ -255,6 +260,7 @@ class ProfileSpec(TypedDict, total=False):
     capabilities: List[str]
     grants: List[str]
     public_metadata: dict[str, Any]
+    claim_ttl_s: Optional[int]
 
 
 class CredentialMaterial(TypedDict):

@@ -23,7 +23,7 @@ export function newIdempotencyKey(): string {
 export const bodyFields = {
   AdmissionBody: ["agent", "requested_by", "meta", "trace"],
   BulkBody: ["requested_by", "filter", "limit", "reason", "meta", "trace"],
-  ClaimBody: ["agent", "meta", "trace"],
+  ClaimBody: ["agent", "lease_s", "meta", "trace"],
   ContextBody: ["meta", "trace"],
   DispatchBody: [
     "requested_by", "target_agent", "input", "turn_kind", "dispatch_key", "authority", "priority", "not_before",
@@ -591,10 +591,10 @@ export class Client {
    * `waitS` (at most 60) the server holds the request until a Turn is queued
    * for the agent or the wait ends.
    */
-  claimTurn(o: MutateOptions & AgentOptions & { waitS?: number } = {}): Promise<T.ClaimResult | null> {
+  claimTurn(o: MutateOptions & AgentOptions & { waitS?: number; leaseS?: number } = {}): Promise<T.ClaimResult | null> {
     const p = this.#p(o.project);
     const a = this.#a(o.agentId);
-    const b = body("ClaimBody", { agent: { project_id: p, agent_id: a }, meta: o.meta, trace: o.trace });
+    const b = body("ClaimBody", { agent: { project_id: p, agent_id: a }, lease_s: o.leaseS, meta: o.meta, trace: o.trace });
     return this.#call("POST", this.#pp(p, "/agents/", seg(a), "/claims:claim"), {
       query: query("claimTurn", { wait: o.waitS ? `${o.waitS}s` : undefined }), body: b, key: o.idempotencyKey,
       signal: o.signal, timeoutMs: this.timeoutMs + (o.waitS ?? 0) * 1000,
@@ -605,6 +605,15 @@ export class Client {
   renewClaim(claim: T.ClaimToken, o: FencedOptions = {}): Promise<T.RenewResult> {
     const b = body("FencedBody", { claim, meta: o.meta, trace: o.trace });
     return this.#call("POST", this.#pp(claim.project_id, "/claims:renew"), { body: b, key: o.idempotencyKey, signal: o.signal });
+  }
+
+  /**
+   * Hands a live claim back: the Turn goes back to its old place in the
+   * queue, the attempt not counted (a worker that stops gracefully).
+   */
+  releaseClaim(claim: T.ClaimToken, o: FencedOptions = {}): Promise<T.Turn> {
+    const b = body("FencedBody", { claim, meta: o.meta, trace: o.trace });
+    return this.#call("POST", this.#pp(claim.project_id, "/claims:release"), { body: b, key: o.idempotencyKey, signal: o.signal });
   }
 
   /** Releases the project's expired claims. */

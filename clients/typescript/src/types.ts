@@ -62,6 +62,8 @@ export interface AgentSpec {
   capabilities: string[];
   grants: string[];
   public_metadata: JsonObject;
+  /** The lease of the agent's claims in seconds (default: the server's claim TTL). */
+  claim_ttl_s?: number;
 }
 
 export interface Provenance {
@@ -167,6 +169,7 @@ export interface Agent {
   last_seen_at: string | null;
   presence: "online" | "offline" | "never";
   ledger_seq: number;
+  claim_ttl_s: number | null;
 }
 
 export interface TurnOffer {
@@ -226,6 +229,7 @@ export interface ProfileSpec {
   capabilities?: string[];
   grants?: string[];
   public_metadata?: JsonObject;
+  claim_ttl_s?: number | null;
 }
 
 export interface CredentialMaterial {

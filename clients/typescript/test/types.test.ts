@@ -37,7 +37,7 @@ const mirrors: Record<string, [string, Record<string, "req" | "opt">]> = {
   Backoff: ["Backoff", fields<T.Backoff>({ initial_s: "opt", factor: "opt", max_s: "opt" })],
   AgentSpec: ["AgentSpec", fields<T.AgentSpec>({
     agent_id: "req", role: "req", description: "req", enabled: "req", accepts_work: "req", capacity: "req",
-    capabilities: "req", grants: "req", public_metadata: "req",
+    capabilities: "req", grants: "req", public_metadata: "req", claim_ttl_s: "opt",
   })],
   Provenance: ["Provenance", fields<T.Provenance>({ kind: "req", external_ref: "req", payload_hash: "req" })],
   AwaitingInput: ["TurnView.awaiting_input", fields<T.AwaitingInput>({ prompt: "req", schema: "req", input_by: "req" })],
@@ -50,7 +50,7 @@ const mirrors: Record<string, [string, Record<string, "req" | "opt">]> = {
     project_id: "req", agent_id: "req", role: "req", description: "req", enabled: "req", accepts_work: "req", drained: "req",
     admitting: "req", capacity: "req", active_claims: "req", free_capacity: "req", capabilities: "req", grants: "req",
     public_metadata: "req", provenance: "req", registered_at: "req", updated_at: "req", last_seen_at: "req", presence: "req",
-    ledger_seq: "req",
+    ledger_seq: "req", claim_ttl_s: "req",
   })],
   TurnOffer: ["TurnOffer", fields<T.TurnOffer>({
     agent_id: "req", turn_kind: "req", role: "req", enabled: "req", accepts_work: "req", drained: "req", admitting: "req",
@@ -67,7 +67,7 @@ const mirrors: Record<string, [string, Record<string, "req" | "opt">]> = {
   })],
   ProfileSpec: ["ProfileSpec", fields<T.ProfileSpec>({
     role: "opt", description: "opt", enabled: "opt", accepts_work: "opt", capacity: "opt", capabilities: "opt", grants: "opt",
-    public_metadata: "opt",
+    public_metadata: "opt", claim_ttl_s: "opt",
   })],
   CredentialMaterial: ["CredentialMaterial", fields<T.CredentialMaterial>({ profile: "req", credential: "req", agent_credential_token: "req" })],
   JoinInvite: ["JoinInvite", fields<T.JoinInvite>({
