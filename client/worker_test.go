@@ -309,3 +309,47 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestWorkerRunsAHundredTurnsOnceEach: a hundred Turns through a worker of
+// eight handlers at once finish, each exactly once, never more than eight
+// running together (the shared table of clients/situations.md).
+func TestWorkerRunsAHundredTurnsOnceEach(t *testing.T) {
+	s := startServer(t, 0)
+	boss := s.agent(t, "p", "boss", 1, "turns:dispatch")
+	w := s.agent(t, "p", "w", 8)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	var running, most atomic.Int32
+	worker, err := w.NewWorker(client.WorkerConfig{Logger: quiet, Wait: time.Second}, func(ctx context.Context, job *client.Job) (client.Result, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		mu.Lock()
+		runs[job.Turn.TurnID]++
+		mu.Unlock()
+		return client.Result{Outcome: "succeeded"}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, worker)
+	var ids []string
+	for i := range 100 {
+		ids = append(ids, dispatch(t, boss, "p", "boss", "w", fmt.Sprintf("k%d", i)).TurnID)
+	}
+	checkfor.Until(t, 60*time.Second, "a hundred Turns to finish", func() bool {
+		pg, err := boss.ListTurns(context.Background(), "p", client.TurnQuery{State: "finished", Limit: 200})
+		return err == nil && len(pg.Items) == 100
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		if runs[id] != 1 {
+			t.Errorf("turn %s ran %d times, want once", id, runs[id])
+		}
+	}
+	if m := most.Load(); m > 8 {
+		t.Errorf("%d handlers ran at once, want at most 8", m)
+	}
+}
