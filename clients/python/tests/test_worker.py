@@ -151,7 +151,8 @@ class WorkerTest(unittest.TestCase):
         self.assertIsNone(r.stop())
         self.assertGreaterEqual(time.monotonic() - t0, 0.2)
         self.assertEqual(seen["cause"], "shutdown")
-        self.assertEqual(boss.get_turn(tv["turn_id"])["state"], "claimed")  # left to its claim's expiry
+        after = boss.get_turn(tv["turn_id"])  # its claim handed back: queued again, the attempt not counted
+        self.assertEqual((after["state"], after["attempts"]), ("queued", 0))
 
     def test_reports_presence(self) -> None:
         w = self.s.agent("presence", "w")

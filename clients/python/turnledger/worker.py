@@ -207,7 +207,7 @@ class Worker:
     :meth:`run` blocks until :meth:`stop` (or SIGINT/SIGTERM when run in the
     main thread with ``handle_signals``); the shutdown claims nothing more,
     gives running handlers ``shutdown_grace_s`` to finish their Turns, then
-    cancels them (cause "shutdown": their claims expire and the Turns are
+    cancels them (cause "shutdown": their claims are handed back and the Turns are
     queued again) and returns once all have returned.
     """
 
@@ -369,7 +369,14 @@ class Worker:
             self.log.warning("turnledger worker: the claim of Turn %s was lost; the Turn is not finished here", turn_id)
             return
         if cause == SHUTDOWN:
-            self.log.warning("turnledger worker: shutdown cancelled the handler of Turn %s; its claim will expire and the Turn be queued again", turn_id)
+            # Hand the claim back at once rather than let it expire: the Turn
+            # is claimable again now, in its old place, the attempt not counted.
+            try:
+                retry_keyed(lambda key: self.client.release_claim(job.claim, idempotency_key=key),
+                            delay=self.retry_delay_s, deadline=time.monotonic() + 10)
+                self.log.info("turnledger worker: shutdown cancelled the handler of Turn %s; its claim was handed back", turn_id)
+            except Exception as e:
+                self.log.warning("turnledger worker: shutdown cancelled the handler of Turn %s and could not hand its claim back (%s); it will expire", turn_id, e)
             return
         req: dict[str, Any]
         if error is not None:

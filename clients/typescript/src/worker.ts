@@ -229,7 +229,7 @@ class Slots {
  * `run(signal)` resolves after a shutdown, started by aborting `signal` or by
  * `stop()`: it claims nothing more, gives running handlers shutdownGraceS to
  * finish their Turns, then aborts their `job.signal` (cause "shutdown": their
- * claims expire and the Turns are queued again) and waits for them.
+ * claims are handed back and the Turns queued again) and waits for them.
  */
 export class Worker {
   readonly client: Client;
@@ -368,7 +368,15 @@ export class Worker {
       return;
     }
     if (job.cause === "shutdown") {
-      log.warn(`turnledger worker: shutdown cancelled the handler of Turn ${id}; its claim will expire and the Turn be queued again`);
+      // Hand the claim back at once rather than let it expire: the Turn is
+      // claimable again now, in its old place, the attempt not counted.
+      try {
+        await retryKeyed((key) => this.client.releaseClaim(job.claim, { idempotencyKey: key }), {
+          delayMs: this.#o.retryDelayS * 1000, deadline: Date.now() + 10_000,
+        });
+      } catch (e) {
+        log.warn(`turnledger worker: shutdown cancelled the handler of Turn ${id} and could not hand its claim back (${e}); it will expire`);
+      }
       return;
     }
     let req: { outcome: string; final_payload: T.JsonObject | null; final_record_role?: string; retry?: boolean };

@@ -149,7 +149,8 @@ test("the shutdown grace aborts a running handler's signal", async () => {
   assert.equal(await r.stop(), undefined);
   assert.ok(Date.now() - t0 >= 190);
   assert.equal(cause, "shutdown");
-  assert.equal((await boss.getTurn(tv.turn_id)).state, "claimed"); // left to its claim's expiry
+  const after = await boss.getTurn(tv.turn_id); // its claim handed back: queued again, the attempt not counted
+  assert.deepEqual([after.state, after.attempts], ["queued", 0]);
 });
 
 test("run(signal): aborting the signal shuts the worker down; presence shows online", async () => {
