@@ -43,13 +43,16 @@ import (
 // Config is everything a service needs. cmd/turnledger fills it from the
 // flags and the environment of `turnledger serve`.
 type Config struct {
-	Addr         string        // listen address of the API
-	DataDir      string        // projections, the admin token, and the embedded NATS store
-	NATSURL      string        // an existing NATS server or cluster (comma-separated URLs); empty starts the embedded one
-	NATSAuth     NATSAuth      // credentials and TLS for NATSURL
-	AdminToken   string        // the admin bearer; empty reads or makes DataDir/admin-token
-	MetricsOpen  bool          // serve /metrics to any client, not only loopback ones
-	PublicURL    string        // the base of input_url (httpapi.Config.PublicURL); empty: as the request came
+	Addr        string   // listen address of the API
+	DataDir     string   // projections, the admin token, and the embedded NATS store
+	NATSURL     string   // an existing NATS server or cluster (comma-separated URLs); empty starts the embedded one
+	NATSAuth    NATSAuth // credentials and TLS for NATSURL
+	AdminToken  string   // the admin bearer; empty reads or makes DataDir/admin-token
+	MetricsOpen bool     // serve /metrics to any client, not only loopback ones
+	PublicURL   string   // the base of input_url and of the MCP resource metadata; empty: as the request came
+	// MCPOrigins are the browser origins besides serve's own that may call
+	// the MCP endpoint (mcpapi.Config.AllowedOrigins).
+	MCPOrigins   []string
 	ReapInterval time.Duration // 0 turns the background reaper off
 	Sync         ledger.Sync   // durability of the embedded server
 	// ProjectionSync is when the projection file is fsynced:
@@ -241,6 +244,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	cfg.Limits.apply(&hcfg)
 	mcfg := mcpapi.DefaultConfig()
 	mcfg.Now, mcfg.Logger, mcfg.MaxBodyBytes, mcfg.AuthFailures = hcfg.Now, hcfg.Logger, hcfg.MaxBodyBytes, hcfg.AuthFailures
+	mcfg.AllowedOrigins, mcfg.PublicURL = cfg.MCPOrigins, cfg.PublicURL
 	mh, err := mcpapi.New(s.engine, s.store, mcfg)
 	if err != nil {
 		return nil, err
