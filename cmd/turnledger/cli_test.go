@@ -88,7 +88,8 @@ func TestCLIReadsThroughTheAPI(t *testing.T) {
 	if code := Main(ctx, []string{"turns", "list", "--url", base, "--data", dir}, out, out); code != 2 {
 		t.Errorf("turns list without --project = exit %d, want 2", code)
 	}
-	if code := Main(ctx, append(append([]string{"turns", "show"}, common...), "nope"), out, out); code != 1 || !strings.Contains(out.String(), "NotFoundError") {
-		t.Errorf("turns show nope = exit %d %s, want 1 with NotFoundError", code, out.String())
+	out = &syncBuffer{}
+	if code := Main(ctx, append(append([]string{"turns", "show"}, common...), "nope"), out, out); code != 1 || !strings.HasPrefix(out.String(), "turnledger turns: 404 NotFoundError: ") || strings.Count(out.String(), "turnledger") != 1 {
+		t.Errorf("turns show nope = exit %d %q, want 1 with one prefix and NotFoundError", code, out.String())
 	}
 }
