@@ -51,6 +51,7 @@ package console
 
 import (
 	"embed"
+	"io"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -107,15 +108,29 @@ func Handler() http.Handler {
 	})
 }
 
-// Mount returns a handler that serves the console under Prefix and sends
-// every other request to api.
+// rootText is the answer to GET /: where a person who opened the bare
+// address goes next.
+const rootText = "turnledger: the agent work coordination API.\n" +
+	"The console: " + Prefix + "\n" +
+	"The API, described in OpenAPI: /openapi.json\n"
+
+// Mount returns a handler that serves the console under Prefix, answers
+// GET / with a line pointing at the console and the API description, and
+// sends every other request to api.
 func Mount(api http.Handler) http.Handler {
 	c := Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == strings.TrimSuffix(Prefix, "/") || strings.HasPrefix(r.URL.Path, Prefix) {
+		switch {
+		case r.URL.Path == strings.TrimSuffix(Prefix, "/") || strings.HasPrefix(r.URL.Path, Prefix):
 			c.ServeHTTP(w, r)
-			return
+		case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			for k, v := range securityHeaders {
+				w.Header().Set(k, v)
+			}
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			io.WriteString(w, rootText)
+		default:
+			api.ServeHTTP(w, r)
 		}
-		api.ServeHTTP(w, r)
 	})
 }

@@ -37,6 +37,10 @@ func TestMount(t *testing.T) {
 		{"GET", "/console/missing.js", 404, "", "", ""},
 		{"GET", "/console/index.html", 301, "", "", "./"},
 		{"POST", "/console/", 405, "", "", ""},
+		{"GET", "/", 200, "text/plain", "The console: /console/\nThe API, described in OpenAPI: /openapi.json\n", ""},
+		{"HEAD", "/", 200, "text/plain", "", ""},
+		{"POST", "/", 418, "", "", ""},
+		{"GET", "/nope", 418, "", "", ""},
 		{"GET", "/consolex", 418, "", "", ""},
 		{"GET", "/healthz", 418, "", "", ""},
 	} {

@@ -138,7 +138,7 @@ func (s *Server) getAgent(w http.ResponseWriter, c *call) error {
 	}
 	v, err := s.store.Agent(c.project, agent, s.cfg.Now())
 	if err != nil {
-		return err
+		return named(err, "agent", agent)
 	}
 	return s.ok(w, v)
 }
@@ -255,12 +255,13 @@ func (s *Server) agentFeed(w http.ResponseWriter, c *call) error {
 	}
 	if wantsStream(c.r) {
 		return s.streamFeed(w, c, after, limit, func(a uint64, n int) (projection.FeedPage, error) {
-			return s.store.AgentFeed(c.project, agent, a, n)
+			fp, err := s.store.AgentFeed(c.project, agent, a, n)
+			return fp, named(err, "agent", agent)
 		}, func(c *call) error { return s.authorizeRead(c, kernel.ReadAgentFeed, agent) })
 	}
 	fp, err := s.store.RawFeed(projection.FeedOfAgent, c.project, agent, after, limit)
 	if err != nil {
-		return err
+		return named(err, "agent", agent)
 	}
 	return s.feed(w, c, fp, limit)
 }

@@ -88,6 +88,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
+// named gives a projection miss the message the kernel gives its own
+// ("turn t not found"), so that every route names what it did not find.
+func named(err error, what, id string) error {
+	if errors.Is(err, projection.ErrNotFound) {
+		return kernel.Errorf(kernel.NotFound, "%s %s not found", what, id)
+	}
+	return err
+}
+
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	jsonhttp.WriteError(w, http.StatusNotFound, string(kernel.NotFound), "no route for "+r.Method+" "+requestPath(r))
 }

@@ -91,7 +91,7 @@ func (s *Server) getTurn(w http.ResponseWriter, c *call) error {
 	}
 	v, err := s.store.Turn(c.project, id)
 	if err != nil {
-		return err
+		return named(err, "turn", id)
 	}
 	return s.ok(w, v)
 }
@@ -107,7 +107,7 @@ func (s *Server) turnContext(w http.ResponseWriter, c *call) error {
 	}
 	cp, err := s.store.Context(c.project, id, after, limit)
 	if err != nil {
-		return err
+		return named(err, "turn", id)
 	}
 	pg := s.page(c, cp.Items, limit)
 	pg.NextAfterTurnSeq, pg.HasMore = &cp.NextAfterTurnSeq, &cp.HasMore
@@ -172,12 +172,13 @@ func (s *Server) turnFeed(w http.ResponseWriter, c *call) error {
 	}
 	if wantsStream(c.r) {
 		return s.streamFeed(w, c, after, limit, func(a uint64, n int) (projection.FeedPage, error) {
-			return s.store.TurnFeed(c.project, id, a, n)
+			fp, err := s.store.TurnFeed(c.project, id, a, n)
+			return fp, named(err, "turn", id)
 		}, func(c *call) error { _, err := s.readableTurn(c); return err })
 	}
 	fp, err := s.store.RawFeed(projection.FeedOfTurn, c.project, id, after, limit)
 	if err != nil {
-		return err
+		return named(err, "turn", id)
 	}
 	return s.feed(w, c, fp, limit)
 }
@@ -571,7 +572,7 @@ func (s *Server) lineage(w http.ResponseWriter, c *call) error {
 	}
 	items, err := s.store.Lineage(c.project, id, limit, visibleTo)
 	if err != nil {
-		return err
+		return named(err, "turn", id)
 	}
 	return s.ok(w, s.page(c, items, limit))
 }

@@ -28,8 +28,8 @@ func (a *apiFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.project, "project", "", "project id (required)")
 }
 
-// client returns an admin client of the engine.
-func (a *apiFlags) client() (*tl.Client, error) {
+// client returns an admin client of the engine, with opts.
+func (a *apiFlags) client(opts ...tl.Option) (*tl.Client, error) {
 	if a.project == "" {
 		return nil, fmt.Errorf("%w: --project is required", errUsage)
 	}
@@ -37,7 +37,7 @@ func (a *apiFlags) client() (*tl.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return tl.New(a.url, tl.WithAdminToken(token), tl.WithUserAgent("turnledger-cli"))
+	return tl.New(a.url, append([]tl.Option{tl.WithAdminToken(token), tl.WithUserAgent("turnledger-cli")}, opts...)...)
 }
 
 // adminTokenFor is the admin token to use: the one given, else

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +91,73 @@ func TestCLIReadsThroughTheAPI(t *testing.T) {
 	if code := Main(ctx, []string{"turns", "list", "--url", base, "--data", dir}, out, out); code != 2 {
 		t.Errorf("turns list without --project = exit %d, want 2", code)
 	}
-	if code := Main(ctx, append(append([]string{"turns", "show"}, common...), "nope"), out, out); code != 1 || !strings.Contains(out.String(), "NotFoundError") {
-		t.Errorf("turns show nope = exit %d %s, want 1 with NotFoundError", code, out.String())
+	out = &syncBuffer{}
+	if code := Main(ctx, append(append([]string{"turns", "show"}, common...), "nope"), out, out); code != 1 || !strings.HasPrefix(out.String(), "turnledger turns: 404 NotFoundError: ") || strings.Count(out.String(), "turnledger") != 1 {
+		t.Errorf("turns show nope = exit %d %q, want 1 with one prefix and NotFoundError", code, out.String())
+	}
+}
+
+// TestFeedTailSaysWhatItFollows: feed tail says on stderr what it follows
+// from where, each lost connection and reconnection, and on exit the
+// ledger_seq to resume after; an unknown project is an error at once.
+func TestFeedTailSaysWhatItFollows(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := startServe(t, dir)
+	t.Setenv("TURNLEDGER_ADMIN_TOKEN", "")
+	ctx := context.Background()
+	adm, _ := tl.New(base, tl.WithAdminToken(engineAdminToken(t, dir)))
+	register := func(id string) {
+		t.Helper()
+		if _, err := adm.RegisterAgent(ctx, "demo", tl.RegisterRequest{
+			Spec:       tl.AgentSpec{AgentID: id, Role: "worker", Enabled: true, AcceptsWork: true, Capacity: 1},
+			Provenance: tl.Provenance{Kind: "test"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register("w1")
+
+	// An unknown project says so and ends, instead of waiting.
+	quick, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var out, errb syncBuffer
+	code := Main(quick, []string{"feed", "tail", "--url", base, "--data", dir, "--project", "demoo"}, &out, &errb)
+	if want := `turnledger feed: project "demoo" is unknown`; code != 1 || out.String() != "" || !strings.HasPrefix(errb.String(), want) {
+		t.Errorf("feed tail --project demoo = exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out.String(), errb.String(), want)
+	}
+
+	// Through a proxy whose connections the test drops.
+	target, _ := url.Parse(base)
+	proxy := httptest.NewServer(httputil.NewSingleHostReverseProxy(target))
+	defer proxy.Close()
+	tailCtx, stopTail := context.WithCancel(ctx)
+	defer stopTail()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(tailCtx, []string{"feed", "tail", "--url", proxy.URL, "--data", dir, "--project", "demo"}, &stdout, &stderr)
+	}()
+	checkfor.Until(t, 10*time.Second, "feed tail to say what it follows and print w1", func() bool {
+		return strings.Contains(stderr.String(), "following the feed of project demo after ledger_seq 0\n") &&
+			strings.Contains(stdout.String(), "agent.registered agent/w1")
+	})
+	proxy.CloseClientConnections()
+	register("w2")
+	checkfor.Until(t, 10*time.Second, "feed tail to reconnect and print w2", func() bool {
+		return strings.Contains(stdout.String(), "agent.registered agent/w2")
+	})
+	stopTail()
+	if code := <-done; code != 0 {
+		t.Fatalf("feed tail = exit %d, stderr %q", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	seqW1, _, _ := strings.Cut(lines[0], " ")
+	seqW2, _, _ := strings.Cut(lines[len(lines)-1], " ")
+	want := "following the feed of project demo after ledger_seq 0\n" +
+		"lost the feed of project demo (the connection closed); reconnecting\n" +
+		"reconnected to the feed of project demo after ledger_seq " + seqW1 + "\n" +
+		"stopped at ledger_seq " + seqW2 + "; to go on from there: --after " + seqW2 + "\n"
+	if got := stderr.String(); got != want {
+		t.Errorf("feed tail stderr =\n%s\nwant\n%s", got, want)
 	}
 }

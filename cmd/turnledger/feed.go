@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 
 	tl "github.com/turnledger/turnledger/client"
@@ -13,7 +14,8 @@ import (
 
 // runFeed runs `turnledger feed tail`: it follows a feed over its event
 // stream (reconnecting from the last event seen) and prints one line per
-// event until interrupted.
+// event until interrupted; stderr says what it follows from where, each
+// reconnection, and where to resume. An unknown project is an error.
 func runFeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "tail" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
@@ -39,16 +41,19 @@ func runFeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *turn != "" && *agent != "" {
 		return fmt.Errorf("%w: give --turn or --agent, not both", errUsage)
 	}
-	c, err := a.client()
+	t := &cli.Tail{Feed: tl.ProjectFeedOf(a.project), Name: "the feed of project " + a.project, After: *after, Out: stdout, Log: stderr}
+	switch {
+	case *turn != "":
+		t.Feed, t.Name = tl.TurnFeedOf(a.project, *turn), fmt.Sprintf("the feed of Turn %s in project %s", *turn, a.project)
+	case *agent != "":
+		t.Feed, t.Name = tl.AgentFeedOf(a.project, *agent), fmt.Sprintf("the feed of agent %s in project %s", *agent, a.project)
+	}
+	c, err := a.client(tl.WithHTTPClient(&http.Client{Transport: t.Transport(nil)}))
 	if err != nil {
 		return err
 	}
-	feed := tl.ProjectFeedOf(a.project)
-	switch {
-	case *turn != "":
-		feed = tl.TurnFeedOf(a.project, *turn)
-	case *agent != "":
-		feed = tl.AgentFeedOf(a.project, *agent)
+	if err := cli.CheckProject(ctx, c, a.project); err != nil {
+		return err
 	}
-	return cli.TailFeed(ctx, c, feed, *after, stdout)
+	return t.Run(ctx, c)
 }

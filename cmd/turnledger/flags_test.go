@@ -108,3 +108,37 @@ func TestDeployconfigValidateFlagsAnywhereAndStdin(t *testing.T) {
 		t.Errorf("deployconfig validate --quiet = exit %d, stderr %q; want 2 and no FILE given", code, stderr)
 	}
 }
+
+func TestDurationFlagSaysWhatADurationLooksLike(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--claim-ttl", "60"}, `turnledger serve: invalid value "60" for flag --claim-ttl: a duration needs a unit, such as 60s or 2m`},
+		{[]string{"serve", "--reap-interval", "soon"}, `turnledger serve: invalid value "soon" for flag --reap-interval: not a duration: use a number and a unit, such as 30s, 2m or 1h30m`},
+	} {
+		code, out, stderr := runTurnledger(t, tc.args...)
+		if code != 2 || out != "" || !strings.HasPrefix(stderr, tc.want) {
+			t.Errorf("turnledger %v = exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, stderr, tc.want)
+		}
+	}
+	if _, out, _ := runTurnledger(t, "serve", "--help"); !strings.Contains(out, "-claim-ttl duration") {
+		t.Errorf("serve --help does not name --claim-ttl a duration:\n%s", out)
+	}
+}
+
+func TestUsageErrorsNameTheCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--log-level", "loud"}, `turnledger serve: --log-level must be debug, info, warn or error, not "loud"`},
+		{[]string{"serve", "--log-format", "xml"}, `turnledger serve: --log-format must be text or json, not "xml"`},
+		{[]string{"feed", "tail"}, `turnledger feed: --project is required`},
+	} {
+		code, out, stderr := runTurnledger(t, tc.args...)
+		if code != 2 || out != "" || stderr != tc.want+"\n" {
+			t.Errorf("turnledger %v = exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, stderr, tc.want)
+		}
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // logOptions are the logger flags every service (serve, runtime, monitor,
@@ -45,9 +47,22 @@ func (o logOptions) logger(w io.Writer) (*slog.Logger, error) {
 // stdout, and reports help. Usage functions must write to fs.Output().
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (help bool, err error) {
 	usage, out := fs.Usage, fs.Output()
+	var durations []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if _, ok := g.Get().(time.Duration); ok {
+				f.Value = durationFlag{g}
+				durations = append(durations, f)
+			}
+		}
+	})
+
 	fs.Usage = func() {}
 	fs.SetOutput(io.Discard)
 	err = fs.Parse(args)
+	for _, f := range durations { // the usage text names their type "duration"
+		f.Value = f.Value.(durationFlag).Getter
+	}
 	fs.Usage = usage
 	fs.SetOutput(out)
 	switch {
@@ -57,9 +72,27 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (help bool, e
 		fs.SetOutput(out)
 		return true, nil
 	case err != nil:
-		return false, fmt.Errorf("%w: turnledger %s: %v (see turnledger %s --help)", errUsage, fs.Name(), err, fs.Name())
+		msg := err.Error()
+		if strings.HasPrefix(msg, "invalid value ") {
+			msg = strings.Replace(msg, " for flag -", " for flag --", 1)
+		}
+		return false, fmt.Errorf("%w: turnledger %s: %s (see turnledger %s --help)", errUsage, fs.Name(), msg, fs.Name())
 	}
 	return false, nil
+}
+
+// durationFlag is a duration flag whose bad values say what a duration
+// looks like (the flag package says only "parse error").
+type durationFlag struct{ flag.Getter }
+
+func (d durationFlag) Set(s string) error {
+	if d.Getter.Set(s) == nil {
+		return nil
+	}
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		return fmt.Errorf("a duration needs a unit, such as %ss or 2m", s)
+	}
+	return errors.New("not a duration: use a number and a unit, such as 30s, 2m or 1h30m")
 }
 
 // parseInterspersed parses args with fs where flags may come before, between

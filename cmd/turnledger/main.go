@@ -18,6 +18,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	tl "github.com/turnledger/turnledger/client"
 )
 
 // command is one subcommand: run gets the arguments after its name.
@@ -94,16 +96,32 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			return ec.ExitCode()
 		case errors.Is(err, errUsage):
-			fmt.Fprintln(stderr, strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+			msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
+			if !strings.HasPrefix(msg, "turnledger ") {
+				msg = "turnledger " + c.name + ": " + msg
+			}
+			fmt.Fprintln(stderr, msg)
 			return 2
 		default:
-			fmt.Fprintf(stderr, "turnledger %s: %v\n", c.name, err)
+			fmt.Fprintf(stderr, "turnledger %s: %s\n", c.name, errorText(err))
 			return 1
 		}
 	}
 	fmt.Fprintf(stderr, "turnledger: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return 2
+}
+
+// errorText is err's message with the client's own "turnledger: " prefix
+// dropped from the service's error inside it, since Main prints
+// "turnledger <command>: " before it.
+func errorText(err error) string {
+	msg := err.Error()
+	var ce *tl.Error
+	if errors.As(err, &ce) {
+		msg = strings.Replace(msg, ce.Error(), fmt.Sprintf("%d %s: %s", ce.Status, ce.Name, ce.Message), 1)
+	}
+	return msg
 }
 
 func usage(w io.Writer) {

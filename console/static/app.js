@@ -361,6 +361,8 @@
         return;
       }
       sessionStorage.setItem(AUTH_KEY, JSON.stringify(a));
+      clearTimeout(flash.t);
+      document.getElementById('flash').replaceChildren(); // a refusal of an earlier try no longer holds
       form.token.value = '';
       if (location.hash === '#/' || location.hash === '') route(); else location.hash = '#/';
     });
