@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/turnledger/turnledger/client/cli"
+	"github.com/turnledger/turnledger/internal/cliflag"
 )
 
 // runAgents runs `turnledger agents list` through the HTTP API.
@@ -26,7 +27,7 @@ func runAgents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	a.register(fs)
 	limit := fs.Int("limit", 500, "how many agents at most (1 to 500)")
 	a.usage(fs, "agents list --project P [--limit N]", "Lists a project's agents through the HTTP API, with the admin token.")
-	if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
+	if help, err := cliflag.Parse(fs, args[1:], stdout); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

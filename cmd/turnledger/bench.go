@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/turnledger/turnledger/bench"
+	"github.com/turnledger/turnledger/internal/cliflag"
 )
 
 // runBench runs `turnledger bench`.
@@ -39,7 +40,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprint(fs.Output(), "Usage: turnledger bench [flags]\n\n"+bench.Help+"Flags:\n")
 		fs.PrintDefaults()
 	}
-	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+	if help, err := cliflag.Parse(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

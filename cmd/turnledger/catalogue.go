@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/turnledger/turnledger/catalogue"
+	"github.com/turnledger/turnledger/internal/cliflag"
 )
 
 // catalogueStdin is where `catalogue hash-key` reads the key; tests replace it.
@@ -39,8 +40,8 @@ func runCatalogue(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	data := fs.String("data", "", "catalogue file (JSON, see docs/catalogue.md); default: the embedded sample")
 	keys := fs.String("keys", "", "file of partner key hashes, one sha256:<hex> a line; default: $"+catalogueKeysEnv)
 	baseURL := fs.String("base-url", "", "absolute URL that localized paths are joined to for canonicalUrl; default: http://ADDR")
-	var logOpts logOptions
-	logOpts.register(fs)
+	var logOpts cliflag.LogOptions
+	logOpts.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `Usage:
   turnledger catalogue [flags]          serve GET /api/public/v2/subcategories
@@ -54,13 +55,13 @@ Environment:
 Flags:`)
 		fs.PrintDefaults()
 	}
-	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+	if help, err := cliflag.Parse(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return &exitCodeError{code: 2, msg: fmt.Sprintf("turnledger catalogue: unexpected argument %q", fs.Arg(0))}
 	}
-	logger, err := logOpts.logger(stderr)
+	logger, err := logOpts.Logger(stderr)
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ Flags:`)
 		return fmt.Errorf("no partner keys: give --keys FILE or set %s (make hashes with 'turnledger catalogue hash-key')", catalogueKeysEnv)
 	}
 
-	warnIfNotLoopback(logger, *addr)
+	cliflag.WarnIfNotLoopback(logger, *addr)
 	cfg.BaseURL = *baseURL
 	return catalogue.ListenAndServe(ctx, cfg, *addr, logger, stderr)
 }
@@ -108,7 +109,7 @@ func catalogueHashKey(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(fs.Output(), "Usage: turnledger catalogue hash-key [--label NAME] < key\n\nReads one partner key (the first line of stdin; never an argument, which\nwould stay in the shell history) and prints the line for the key file.")
 		fs.PrintDefaults()
 	}
-	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+	if help, err := cliflag.Parse(fs, args, stdout); help || err != nil {
 		return err
 	}
 	line, err := bufio.NewReader(catalogueStdin).ReadString('\n')
@@ -127,7 +128,7 @@ func catalogueHashKey(args []string, stdout, stderr io.Writer) error {
 func catalogueNewKey(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("catalogue new-key", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+	if help, err := cliflag.Parse(fs, args, stdout); help || err != nil {
 		return err
 	}
 	key, err := catalogue.NewKey(rand.Reader)

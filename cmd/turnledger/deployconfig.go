@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/turnledger/turnledger/deployconfig"
+	"github.com/turnledger/turnledger/internal/cliflag"
 )
 
 const deployconfigUsage = `Usage:
@@ -33,7 +34,7 @@ func runDeployconfig(ctx context.Context, args []string, stdout, stderr io.Write
 		fs := flag.NewFlagSet("deployconfig schema", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		fs.Usage = func() { fmt.Fprintln(fs.Output(), "Usage: turnledger deployconfig schema") }
-		if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
+		if help, err := cliflag.Parse(fs, args[1:], stdout); help || err != nil {
 			return err
 		}
 		if fs.NArg() != 0 {
@@ -65,7 +66,7 @@ func runDeployconfigValidate(ctx context.Context, args []string, stdout, stderr 
 	// Flags may come anywhere among the files, as with most validators.
 	var files []string
 	for rest := args; len(rest) > 0; {
-		if help, err := parseFlags(fs, rest, stdout); help || err != nil {
+		if help, err := cliflag.Parse(fs, rest, stdout); help || err != nil {
 			return err
 		}
 		left := fs.Args()

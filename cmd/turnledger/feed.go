@@ -10,6 +10,7 @@ import (
 
 	tl "github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/client/cli"
+	"github.com/turnledger/turnledger/internal/cliflag"
 )
 
 // runFeed runs `turnledger feed tail`: it follows a feed over its event
@@ -32,7 +33,7 @@ func runFeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	turn := fs.String("turn", "", "follow this Turn's feed instead of the project's")
 	agent := fs.String("agent", "", "follow this agent's feed instead of the project's")
 	a.usage(fs, "feed tail --project P [--after N] [--turn T | --agent A]", "Follows a feed over its event stream and prints one line per event until interrupted.")
-	if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
+	if help, err := cliflag.Parse(fs, args[1:], stdout); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	tl "github.com/turnledger/turnledger/client"
+	"github.com/turnledger/turnledger/internal/cliflag"
 )
 
 // command is one subcommand: run gets the arguments after its name.
@@ -47,7 +48,7 @@ func commands() []command {
 }
 
 // errUsage marks an error whose message is a usage text: exit status 2.
-var errUsage = errors.New("usage")
+var errUsage = cliflag.ErrUsage
 
 // exitCoder lets a subcommand choose its exit status.
 type exitCoder interface{ ExitCode() int }

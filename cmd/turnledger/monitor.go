@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 
+	"github.com/turnledger/turnledger/internal/cliflag"
 	"github.com/turnledger/turnledger/monitor"
 	"github.com/turnledger/turnledger/serve"
 )
@@ -36,16 +37,16 @@ func runMonitor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	addr := fs.String("addr", monitor.DefaultAddr, "address to serve the API on")
 	dataPath := fs.String("data", "./"+monitor.DefaultDataPath, "bbolt file keeping errors and run history")
 	noScheduler := fs.Bool("no-scheduler", false, "serve the API without running queries on schedule")
-	var logOpts logOptions
-	logOpts.register(fs)
+	var logOpts cliflag.LogOptions
+	logOpts.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), monitorUsage)
 		fs.PrintDefaults()
 	}
-	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+	if help, err := cliflag.Parse(fs, args, stdout); help || err != nil {
 		return err
 	}
-	logger, err := logOpts.logger(stderr)
+	logger, err := logOpts.Logger(stderr)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/turnledger/turnledger/internal/cliflag"
 	"github.com/turnledger/turnledger/serve"
 )
 
@@ -30,7 +31,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(w, "\nFlags:")
 		fs.PrintDefaults()
 	}
-	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+	if help, err := cliflag.Parse(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/internal/checkfor"
+	"github.com/turnledger/turnledger/internal/cliflag"
 )
 
 // requestLine is what a JSON request log line says, its duration left out
@@ -166,9 +167,9 @@ func TestNonLoopbackAddressWarns(t *testing.T) {
 		":8000": true, "0.0.0.0:8000": true, "192.0.2.7:8000": true,
 	} {
 		var b bytes.Buffer
-		warnIfNotLoopback(slog.New(slog.NewTextHandler(&b, nil)), addr)
+		cliflag.WarnIfNotLoopback(slog.New(slog.NewTextHandler(&b, nil)), addr)
 		if got := strings.Contains(b.String(), "level=WARN msg=\"listening beyond loopback"); got != warns {
-			t.Errorf("warnIfNotLoopback(%q) logged %q, want a warning: %v", addr, b.String(), warns)
+			t.Errorf("cliflag.WarnIfNotLoopback(%q) logged %q, want a warning: %v", addr, b.String(), warns)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/turnledger/turnledger/authn/service"
+	"github.com/turnledger/turnledger/internal/cliflag"
 	"github.com/turnledger/turnledger/serve"
 )
 
@@ -44,15 +45,15 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 	lim := serve.DefaultLimits()
 	connFlags(fs, &lim, "the execution websocket is not cut by it")
 	authFlags(fs, &lim, "per address")
-	var logOpts logOptions
-	logOpts.register(fs)
-	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+	var logOpts cliflag.LogOptions
+	logOpts.Register(fs)
+	if help, err := cliflag.Parse(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if err := validateLimits(lim); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	logger, err := logOpts.logger(stderr)
+	logger, err := logOpts.Logger(stderr)
 	if err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func runtimeMain(ctx context.Context, args []string, getenv func(string) string,
 	if getenv("APP_ENV") == "" {
 		logger.Warn("turnledger runtime: APP_ENV is not set; using the local defaults (debug authentication allowed). Set APP_ENV=staging or production on a server.")
 	}
-	warnIfNotLoopback(logger, *addr)
+	cliflag.WarnIfNotLoopback(logger, *addr)
 	err = service.Run(ctx, service.Config{Addr: *addr, DB: db, AdminURL: getenv("DATABASE_ADMIN_URL"), NATSURL: *natsURL, Auth: cfg, Limits: lim, Logger: logger}, stdout)
 	if ce := (*service.ConfigError)(nil); errors.As(err, &ce) {
 		return configExit("runtime", []string{ce.Problem})

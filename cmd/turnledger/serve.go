@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/turnledger/turnledger/internal/cliflag"
 	"github.com/turnledger/turnledger/serve"
 )
 
@@ -31,8 +32,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Kernel.MaxDepth, "max-depth", cfg.Kernel.MaxDepth, "deepest child Turn")
 	fs.Func("projection-sync", "when the projection file is fsynced: close (at shutdown; a crash of the machine makes serve rebuild it from the ledger; the default) or commit (every commit)", projectionSyncFlag(&cfg.ProjectionSync))
 	fs.Func("sync", "embedded NATS durability (not with --nats-url, whose server keeps its own): always (fsync each append: survives power loss; the default) or interval (fsync every 2m: survives a process crash)", syncFlag(&cfg.Sync))
-	var logOpts logOptions
-	logOpts.register(fs)
+	var logOpts cliflag.LogOptions
+	logOpts.Register(fs)
 	limitFlags(fs, &cfg.Limits)
 	fs.Usage = func() {
 		w := fs.Output()
@@ -44,7 +45,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(w, "\nFlags:")
 		fs.PrintDefaults()
 	}
-	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+	if help, err := cliflag.Parse(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -55,7 +56,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := validateBackend(cfg.NATSURL, cfg.Ledger.Replicas, given["sync"]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	logger, err := logOpts.logger(stderr)
+	logger, err := logOpts.Logger(stderr)
 	if err != nil {
 		return err
 	}
@@ -66,7 +67,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.Limits.SetMemoryLimit()
 	cfg.AdminToken = os.Getenv("TURNLEDGER_ADMIN_TOKEN")
-	warnIfNotLoopback(logger, cfg.Addr)
+	cliflag.WarnIfNotLoopback(logger, cfg.Addr)
 	natsAuthFromEnv(&cfg.NATSAuth, os.Getenv)
 	if err := cfg.NATSAuth.Validate(cfg.NATSURL); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/turnledger/turnledger/authn/service"
+	"github.com/turnledger/turnledger/internal/cliflag"
 )
 
 const tenantsUsage = `Usage: turnledger tenants <add|suspend|activate|delete|list> [flags]
@@ -68,7 +69,7 @@ func tenantsMain(ctx context.Context, args []string, getenv func(string) string,
 		fs.PrintDefaults()
 	}
 	// Flags may come before or after the positional argument.
-	positional, help, err := parseInterspersed(fs, args[1:], stdout)
+	positional, help, err := cliflag.ParseInterspersed(fs, args[1:], stdout)
 	if help || err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	tl "github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/client/cli"
+	"github.com/turnledger/turnledger/internal/cliflag"
 )
 
 // runTurns runs `turnledger turns list|show` through the HTTP API.
@@ -31,7 +32,7 @@ func runTurns(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		target := fs.String("target", "", "only Turns targeting this agent")
 		limit := fs.Int("limit", 50, "how many Turns at most (follows the cursor past 500)")
 		a.usage(fs, "turns list --project P [--state S] [--target A] [--limit N]", "Lists a project's Turns through the HTTP API, with the admin token.")
-		if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
+		if help, err := cliflag.Parse(fs, args[1:], stdout); help || err != nil {
 			return err
 		}
 		if fs.NArg() > 0 {
@@ -45,7 +46,7 @@ func runTurns(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "show":
 		a.usage(fs, "turns show --project P TURN_ID", "Prints a Turn and its context as JSON, read through the HTTP API with the admin token.")
 		// Flags may come before or after the Turn id.
-		ids, help, err := parseInterspersed(fs, args[1:], stdout)
+		ids, help, err := cliflag.ParseInterspersed(fs, args[1:], stdout)
 		if help || err != nil {
 			return err
 		}

@@ -1,4 +1,9 @@
-package main
+// Package cliflag is the flag plumbing of the turnledger command: the
+// logger flags every service takes, flag parsing that prints help to
+// standard output and names bad values plainly (a duration says it needs a
+// unit), and the warning for a listener off loopback. Only cmd/turnledger
+// uses it; it reads no environment or file.
+package cliflag
 
 import (
 	"errors"
@@ -12,24 +17,25 @@ import (
 	"time"
 )
 
-// logOptions are the logger flags every service (serve, runtime, monitor,
+// LogOptions are the logger flags every service (serve, runtime, monitor,
 // catalogue) takes: --log-format text|json and --log-level
 // debug|info|warn|error.
-type logOptions struct {
+type LogOptions struct {
 	format string
 	level  string
 }
 
-func (o *logOptions) register(fs *flag.FlagSet) {
+// Register adds --log-format and --log-level to fs.
+func (o *LogOptions) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.format, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.level, "log-level", "info", "lowest level logged: debug, info, warn or error")
 }
 
-// logger returns the logger the options describe, writing to w.
-func (o logOptions) logger(w io.Writer) (*slog.Logger, error) {
+// Logger returns the logger the options describe, writing to w.
+func (o LogOptions) Logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.level)); err != nil {
-		return nil, fmt.Errorf("%w: --log-level must be debug, info, warn or error, not %q", errUsage, o.level)
+		return nil, fmt.Errorf("%w: --log-level must be debug, info, warn or error, not %q", ErrUsage, o.level)
 	}
 	hopts := &slog.HandlerOptions{Level: level}
 	switch strings.ToLower(o.format) {
@@ -38,14 +44,14 @@ func (o logOptions) logger(w io.Writer) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, hopts)), nil
 	}
-	return nil, fmt.Errorf("%w: --log-format must be text or json, not %q", errUsage, o.format)
+	return nil, fmt.Errorf("%w: --log-format must be text or json, not %q", ErrUsage, o.format)
 }
 
-// parseFlags parses args with fs so that every problem is reported once:
+// Parse parses args with fs so that every problem is reported once:
 // the flag package itself prints nothing; a bad flag comes back as a usage
 // error (Main prints it, exit 2), and -h/--help prints the usage once, to
 // stdout, and reports help. Usage functions must write to fs.Output().
-func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (help bool, err error) {
+func Parse(fs *flag.FlagSet, args []string, stdout io.Writer) (help bool, err error) {
 	usage, out := fs.Usage, fs.Output()
 	var durations []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) {
@@ -76,10 +82,13 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (help bool, e
 		if strings.HasPrefix(msg, "invalid value ") {
 			msg = strings.Replace(msg, " for flag -", " for flag --", 1)
 		}
-		return false, fmt.Errorf("%w: turnledger %s: %s (see turnledger %s --help)", errUsage, fs.Name(), msg, fs.Name())
+		return false, fmt.Errorf("%w: turnledger %s: %s (see turnledger %s --help)", ErrUsage, fs.Name(), msg, fs.Name())
 	}
 	return false, nil
 }
+
+// ErrUsage marks an error whose message is a usage text (exit status 2).
+var ErrUsage = errors.New("usage")
 
 // durationFlag is a duration flag whose bad values say what a duration
 // looks like (the flag package says only "parse error").
@@ -95,11 +104,11 @@ func (d durationFlag) Set(s string) error {
 	return errors.New("not a duration: use a number and a unit, such as 30s, 2m or 1h30m")
 }
 
-// parseInterspersed parses args with fs where flags may come before, between
+// ParseInterspersed parses args with fs where flags may come before, between
 // and after the positional arguments, and returns those in order.
-func parseInterspersed(fs *flag.FlagSet, args []string, stdout io.Writer) (positional []string, help bool, err error) {
+func ParseInterspersed(fs *flag.FlagSet, args []string, stdout io.Writer) (positional []string, help bool, err error) {
 	for rest := args; ; rest = fs.Args()[1:] {
-		if help, err := parseFlags(fs, rest, stdout); help || err != nil {
+		if help, err := Parse(fs, rest, stdout); help || err != nil {
 			return nil, help, err
 		}
 		if fs.NArg() == 0 {
@@ -109,8 +118,8 @@ func parseInterspersed(fs *flag.FlagSet, args []string, stdout io.Writer) (posit
 	}
 }
 
-// warnIfNotLoopback warns when a service is told to listen beyond loopback.
-func warnIfNotLoopback(log *slog.Logger, addr string) {
+// WarnIfNotLoopback warns when a service is told to listen beyond loopback.
+func WarnIfNotLoopback(log *slog.Logger, addr string) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return // net.Listen reports it
