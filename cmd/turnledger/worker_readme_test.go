@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,7 +61,9 @@ func TestWorkerSectionMatchesTheDocs(t *testing.T) {
 	tail := &syncBuffer{}
 	tailDone := make(chan int, 1)
 	go func() {
-		tailDone <- Main(tailCtx, append(sec.feedTail, "--url", base, "--data", dir), tail, tail)
+		// The section shows the feed (standard output); what feed tail says
+		// of its connection goes to standard error.
+		tailDone <- Main(tailCtx, append(sec.feedTail, "--url", base, "--data", dir), tail, io.Discard)
 	}()
 
 	// Terminal 3: the credential command and the example worker.
