@@ -51,15 +51,28 @@ var anonymous = Identity{TenantClaim: "default", UserClaim: "anonymous"}
 // query parameters are not accepted here, but they still count: a request
 // that carries one next to a header is refused as ambiguous.
 func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
+	p, _, err := a.authenticate(r)
+	return p, err
+}
+
+// authenticate is Authenticate that also returns the last instant the
+// request's token is accepted: zero unless the request was admitted by a
+// token (not debug headers, not dev mode's anonymous fallback).
+func (a *Authenticator) authenticate(r *http.Request) (Principal, time.Time, error) {
 	c, e := a.credentialOf(r)
 	if e != nil {
-		return Principal{}, e
+		return Principal{}, time.Time{}, e
 	}
-	id, err := a.identify(r, c, false)
+	id, until, err := a.identify(r, c, false)
 	if err != nil {
-		return a.fallback(err)
+		p, err := a.fallback(err)
+		return p, time.Time{}, err
 	}
-	return a.admit(r.Context(), id)
+	p, err := a.admit(r.Context(), id)
+	if err != nil {
+		return Principal{}, time.Time{}, err
+	}
+	return p, until, nil
 }
 
 // fallback applies dev mode's anonymous identity when authentication is not
@@ -252,27 +265,30 @@ func checkWSQuery(q url.Values) (string, error) {
 // authenticateWebSocket authenticates a websocket handshake by its one
 // credential: a header, or a query parameter its mode allows. A ticket is
 // looked up, not spent: it returns the ticket to give spendTicket once the
-// dial has passed every other check ("" for other credentials).
-func (a *Authenticator) authenticateWebSocket(r *http.Request) (p Principal, ticket string, err error) {
+// dial has passed every other check ("" for other credentials), and for a
+// token the last instant it is accepted (zero otherwise).
+func (a *Authenticator) authenticateWebSocket(r *http.Request) (p Principal, ticket string, until time.Time, err error) {
 	c, e := a.credentialOf(r)
 	if e != nil {
-		return Principal{}, "", e
+		return Principal{}, "", time.Time{}, e
 	}
 	if c == credTicket {
 		ticket = r.URL.Query().Get("ticket")
 		if p, err = a.ticket(r.Context(), ticket, false); err != nil {
 			p, err = a.fallback(err)
-			return p, "", err
+			return p, "", time.Time{}, err
 		}
-		return p, ticket, nil
+		return p, ticket, time.Time{}, nil
 	}
-	id, err := a.identify(r, c, true)
+	id, until, err := a.identify(r, c, true)
 	if err != nil {
 		p, err = a.fallback(err)
-		return p, "", err
+		return p, "", time.Time{}, err
 	}
-	p, err = a.admit(r.Context(), id)
-	return p, "", err
+	if p, err = a.admit(r.Context(), id); err != nil {
+		return Principal{}, "", time.Time{}, err
+	}
+	return p, "", until, nil
 }
 
 // spendTicket takes the ticket and returns its principal. Of two dials

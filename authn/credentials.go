@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // credential is the means of authentication a request uses.
@@ -111,45 +112,48 @@ func bearerToken(r *http.Request) (string, *Error) {
 	return strings.TrimSpace(tok), nil
 }
 
-// identify verifies credential c of r. Query credentials are accepted only
-// on the websocket (ws), as the mode and configuration allow; a ticket is
-// handled by the websocket route itself.
-func (a *Authenticator) identify(r *http.Request, c credential, ws bool) (Identity, error) {
+// identify verifies credential c of r and returns its identity and, for a
+// token, the last instant it is accepted (zero for debug credentials).
+// Query credentials are accepted only on the websocket (ws), as the mode and
+// configuration allow; a ticket is handled by the websocket route itself.
+func (a *Authenticator) identify(r *http.Request, c credential, ws bool) (Identity, time.Time, error) {
 	switch c {
 	case credBearer:
 		tok, e := bearerToken(r)
 		if e != nil {
-			return Identity{}, e
+			return Identity{}, time.Time{}, e
 		}
 		return a.v.verify(r.Context(), tok)
 	case credDebugHeader:
 		if !a.cfg.AllowDebugAuth {
-			return Identity{}, unauthorized("debug authentication headers are not accepted (ALLOW_DEBUG_AUTH=false)")
+			return Identity{}, time.Time{}, unauthorized("debug authentication headers are not accepted (ALLOW_DEBUG_AUTH=false)")
 		}
 		h := r.Header
-		return debugIdentity(h.Get("X-Debug-Tenant-Id"), h.Get("X-Debug-User-Id"), h.Get("X-Debug-Email"), h.Get("X-Debug-Name"))
+		id, err := debugIdentity(h.Get("X-Debug-Tenant-Id"), h.Get("X-Debug-User-Id"), h.Get("X-Debug-Email"), h.Get("X-Debug-Name"))
+		return id, time.Time{}, err
 	case credQueryToken, credDebugQuery, credTicket:
 		if !ws {
-			return Identity{}, unauthorized(c.String() + " is accepted only on the websocket; send Authorization: Bearer <token>")
+			return Identity{}, time.Time{}, unauthorized(c.String() + " is accepted only on the websocket; send Authorization: Bearer <token>")
 		}
 	default:
-		return Identity{}, unauthorized("missing bearer token")
+		return Identity{}, time.Time{}, unauthorized("missing bearer token")
 	}
 	q := r.URL.Query()
 	switch {
 	case c == credTicket:
-		return Identity{}, errf(KindInternal, "a ticket is not an identity")
+		return Identity{}, time.Time{}, errf(KindInternal, "a ticket is not an identity")
 	case c == credQueryToken && a.cfg.Mode == ModeHosted:
-		return Identity{}, unauthorized("tokens in websocket query parameters are refused in hosted mode; exchange the token for a ticket at POST /api/v1/auth/ws-ticket")
+		return Identity{}, time.Time{}, unauthorized("tokens in websocket query parameters are refused in hosted mode; exchange the token for a ticket at POST /api/v1/auth/ws-ticket")
 	case c == credQueryToken && !a.cfg.AllowQueryAuthTokens:
-		return Identity{}, unauthorized("tokens in websocket query parameters are not accepted (ALLOW_QUERY_AUTH_TOKENS=false)")
+		return Identity{}, time.Time{}, unauthorized("tokens in websocket query parameters are not accepted (ALLOW_QUERY_AUTH_TOKENS=false)")
 	case c == credQueryToken:
 		return a.v.verify(r.Context(), q.Get("access_token"))
 	case a.cfg.Mode != ModeDev:
-		return Identity{}, unauthorized("debug parameters are accepted only in dev mode")
+		return Identity{}, time.Time{}, unauthorized("debug parameters are accepted only in dev mode")
 	case !a.cfg.AllowQueryAuthTokens || !a.cfg.AllowDebugAuth:
-		return Identity{}, unauthorized("debug parameters need ALLOW_DEBUG_AUTH=true and ALLOW_QUERY_AUTH_TOKENS=true")
+		return Identity{}, time.Time{}, unauthorized("debug parameters need ALLOW_DEBUG_AUTH=true and ALLOW_QUERY_AUTH_TOKENS=true")
 	default:
-		return debugIdentity(q.Get("debug_tenant_id"), q.Get("debug_user_id"), "", "")
+		id, err := debugIdentity(q.Get("debug_tenant_id"), q.Get("debug_user_id"), "", "")
+		return id, time.Time{}, err
 	}
 }

@@ -36,6 +36,7 @@ type Server struct {
 	sealer *sealer
 	router *httprouter.Router
 	fails  *throttle.Buckets // failed authentications by remote address (throttle.go)
+	valid  *verifiedTokens   // credentials that skip the throttle (verified.go)
 
 	mu      sync.Mutex
 	sockets map[*socket]struct{}
@@ -64,6 +65,7 @@ func NewServer(cfg Config, d Deps) (*Server, error) {
 		logf:    d.Logf,
 		sockets: make(map[*socket]struct{}),
 		fails:   throttle.New(cfg.AuthFailures, d.Now),
+		valid:   newVerifiedTokens(cfg.VerifiedTokens, d.Now),
 	}
 	if cfg.Mode == ModeHosted && cfg.SecretEncryptionKey != "" {
 		sl, err := newSealer(cfg.SecretEncryptionKey, d.Rand)
@@ -126,16 +128,20 @@ func (s *Server) fail(w http.ResponseWriter, err error) { writeError(w, err, s.l
 // authed authenticates the request and puts the principal in its context.
 func (s *Server) authed(h httprouter.Handle) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		if err := s.checkThrottle(r); err != nil {
-			s.fail(w, err)
-			return
+		key, known := s.knownCredential(r, false)
+		if !known {
+			if err := s.checkThrottle(r); err != nil {
+				s.fail(w, err)
+				return
+			}
 		}
-		p, err := s.auth.Authenticate(r)
+		p, until, err := s.auth.authenticate(r)
 		if err != nil {
-			s.authFailed(r, err)
+			s.authFailed(r, err, key)
 			s.fail(w, err)
 			return
 		}
+		s.authSucceeded(key, until)
 		h(w, r.WithContext(WithPrincipal(r.Context(), p)), ps)
 	}
 }
@@ -213,6 +219,7 @@ func (s *Server) wsTicket(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		s.fail(w, err)
 		return
 	}
+	s.valid.put(credentialKey(keyTicket, t), exp)
 	w.Header().Set("Cache-Control", "no-store")
 	jsonhttp.Write(w, http.StatusOK, TicketResponse{Ticket: t, ExpiresAt: exp.UTC().Format(time.RFC3339)})
 }

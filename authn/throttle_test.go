@@ -1,13 +1,16 @@
 package authn_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/turnledger/turnledger/authn"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/internal/throttle"
@@ -91,5 +94,137 @@ func TestOnlyRefusedCredentialsAreCounted(t *testing.T) {
 		if status, _, _ := e.getFrom(c, "/api/v1/auth/me", suspended); status != http.StatusForbidden {
 			t.Fatalf("a suspended tenant's token #%d = %d, want 403 every time", i+1, status)
 		}
+	}
+}
+
+// sendFrom sends method path with headers h through c; it returns the
+// status and Retry-After.
+func (e *env) sendFrom(c *http.Client, method, path string, h map[string]string) (int, string) {
+	e.t.Helper()
+	req, _ := http.NewRequest(method, e.http.URL+path, nil)
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("Retry-After")
+}
+
+// flood sends wrong tokens from c until its address is throttled, and
+// checks that the next ones are answered 429 with Retry-After.
+func (e *env) flood(c *http.Client, burst int) {
+	e.t.Helper()
+	for i := range burst {
+		if status, _, _ := e.getFrom(c, "/api/v1/auth/me", "not-a-token"); status != http.StatusUnauthorized {
+			e.t.Fatalf("wrong token #%d = %d, want 401", i+1, status)
+		}
+	}
+	for range 20 {
+		if status, retry, _ := e.getFrom(c, "/api/v1/auth/me", "not-a-token"); status != http.StatusTooManyRequests || retry == "" {
+			e.t.Fatalf("wrong token past the burst = %d, Retry-After %q; want 429 with Retry-After", status, retry)
+		}
+	}
+}
+
+// TestValidCredentialSkipsTheThrottle: a client at the address of a flood
+// of wrong tokens is served with the token it authenticated with before
+// (on every route, and its websocket ticket), until the token expires; the
+// flood is still answered 429; a token never seen is still refused
+// unchecked (the documented limit of the cache).
+func TestValidCredentialSkipsTheThrottle(t *testing.T) {
+	e := newEnv(t, envOpt{mode: authn.ModeHosted, mutate: func(c *authn.Config) {
+		c.AuthFailures = throttle.Rate{Burst: 3, Every: time.Hour} // no token comes back during the test
+	}})
+	addr := from("127.0.0.2")
+	good := e.hostedToken("user-1", nil)
+	short := e.hostedToken("user-2", func(c jwt.MapClaims) { c["exp"] = e.clock.Now().Add(time.Minute).Unix() })
+	for _, tok := range []string{good, short} {
+		if status, _, _ := e.getFrom(addr, "/api/v1/auth/me", tok); status != http.StatusOK {
+			t.Fatalf("a good token before the flood = %d, want 200", status)
+		}
+	}
+	e.flood(addr, 3)
+
+	for _, path := range []string{"/api/v1/auth/me", "/api/v1/provider-profiles", "/api/v1/auth/me"} {
+		if status, _, _ := e.getFrom(addr, path, good); status != http.StatusOK {
+			t.Errorf("GET %s with a token that authenticated before, from the flooded address = %d, want 200", path, status)
+		}
+	}
+	if status, _ := e.sendFrom(addr, "POST", "/api/v1/auth/ws-ticket", bearerH(good)); status != http.StatusOK {
+		t.Fatalf("POST ws-ticket from the flooded address = %d, want 200", status)
+	}
+	tr := e.ticket(good)
+	// A plain GET with the ticket: it passes the throttle and the ticket,
+	// and is then refused as no websocket handshake (not spent).
+	ws := "/api/v1/ws/execution?session_id=s&ticket=" + url.QueryEscape(tr.Ticket)
+	if status, _ := e.sendFrom(addr, "GET", ws, nil); status == http.StatusTooManyRequests || status == http.StatusUnauthorized {
+		t.Errorf("websocket dial with a fresh ticket from the flooded address = %d, want past authentication", status)
+	}
+	if status, _, _ := e.getFrom(addr, "/api/v1/ws/execution?session_id=s", good); status == http.StatusTooManyRequests {
+		t.Errorf("websocket dial with the good token from the flooded address = 429, want past the throttle")
+	}
+	if status, retry, _ := e.getFrom(addr, "/api/v1/auth/me", "not-a-token"); status != http.StatusTooManyRequests || retry == "" {
+		t.Errorf("the flood after the good requests = %d, Retry-After %q; want 429 with Retry-After", status, retry)
+	}
+	if status, _, _ := e.getFrom(addr, "/api/v1/auth/me", e.hostedToken("user-3", nil)); status != http.StatusTooManyRequests {
+		t.Errorf("a good token never seen, from the flooded address = %d, want 429 (not looked at)", status)
+	}
+
+	if status, _, _ := e.getFrom(addr, "/api/v1/auth/me", short); status != http.StatusOK {
+		t.Errorf("a short-lived token before its expiry = %d, want 200", status)
+	}
+	e.clock.Advance(time.Minute + e.cfg.Leeway) // short's exp plus the leeway
+	if status, _, _ := e.getFrom(addr, "/api/v1/auth/me", short); status != http.StatusTooManyRequests {
+		t.Errorf("a token past its expiry, from the flooded address = %d, want 429 (no longer remembered)", status)
+	}
+	if status, _, _ := e.getFrom(addr, "/api/v1/auth/me", good); status != http.StatusOK {
+		t.Errorf("the good token after the short one expired = %d, want 200", status)
+	}
+}
+
+// TestRefusedCredentialIsForgotten: a remembered token whose tenant is
+// suspended is answered 403 once, then forgotten: the throttle answers it.
+func TestRefusedCredentialIsForgotten(t *testing.T) {
+	e := newEnv(t, envOpt{mode: authn.ModeIDP, mutate: func(c *authn.Config) {
+		c.AuthFailures = throttle.Rate{Burst: 3, Every: time.Hour}
+	}})
+	addr := from("127.0.0.4")
+	tok := e.idpToken(tidOther, nil)
+	if status, _, _ := e.getFrom(addr, "/api/v1/auth/me", tok); status != http.StatusOK {
+		t.Fatalf("a good token = %d, want 200", status)
+	}
+	e.flood(addr, 3)
+	if status, _, _ := e.getFrom(addr, "/api/v1/auth/me", tok); status != http.StatusOK {
+		t.Fatalf("the remembered token from the flooded address = %d, want 200", status)
+	}
+	if _, err := e.store.SetTenantStatus(context.Background(), e.tenant[tidOther].ID, authn.StatusSuspended, t0); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := e.getFrom(addr, "/api/v1/auth/me", tok); status != http.StatusForbidden {
+		t.Errorf("the remembered token of a tenant just suspended = %d, want 403", status)
+	}
+	if status, _, _ := e.getFrom(addr, "/api/v1/auth/me", tok); status != http.StatusTooManyRequests {
+		t.Errorf("the same token once refused = %d, want 429 (forgotten)", status)
+	}
+}
+
+// TestDebugCredentialsSkipTheThrottle: dev mode's debug headers are checked
+// before the throttle (a few string comparisons); wrong ones are not.
+func TestDebugCredentialsSkipTheThrottle(t *testing.T) {
+	e := newEnv(t, envOpt{mode: authn.ModeDev, mutate: func(c *authn.Config) {
+		c.AuthRequired = true
+		c.AuthFailures = throttle.Rate{Burst: 3, Every: time.Hour}
+	}})
+	addr := from("127.0.0.5")
+	e.flood(addr, 3)
+	if status, _ := e.sendFrom(addr, "GET", "/api/v1/auth/me", map[string]string{"X-Debug-Tenant-Id": "acme", "X-Debug-User-Id": "u"}); status != http.StatusOK {
+		t.Errorf("debug headers from the flooded address = %d, want 200", status)
+	}
+	if status, _ := e.sendFrom(addr, "GET", "/api/v1/auth/me", map[string]string{"X-Debug-Tenant-Id": "-bad-", "X-Debug-User-Id": "u"}); status != http.StatusTooManyRequests {
+		t.Errorf("wrong debug headers from the flooded address = %d, want 429", status)
 	}
 }

@@ -40,38 +40,48 @@ type verifier struct {
 
 func unauthorized(msg string) *Error { return errf(KindUnauthorized, msg) }
 
-// verify checks token and returns its normalised identity. The error is an
-// *Error of kind KindUnauthorized or KindUnavailable.
-func (v *verifier) verify(ctx context.Context, token string) (Identity, error) {
+// verify checks token and returns its normalised identity and the last
+// instant the token is accepted (its exp plus the leeway; for a dev token
+// without exp, noExpiryHold from now). The error is an *Error of kind
+// KindUnauthorized or KindUnavailable.
+func (v *verifier) verify(ctx context.Context, token string) (Identity, time.Time, error) {
 	if token == "" {
-		return Identity{}, unauthorized("missing bearer token")
+		return Identity{}, time.Time{}, unauthorized("missing bearer token")
 	}
 	if len(token) > v.cfg.MaxTokenBytes {
-		return Identity{}, unauthorized(fmt.Sprintf("bearer token is longer than %d bytes", v.cfg.MaxTokenBytes))
+		return Identity{}, time.Time{}, unauthorized(fmt.Sprintf("bearer token is longer than %d bytes", v.cfg.MaxTokenBytes))
 	}
 	if e := checkTokenJSON(token); e != nil {
-		return Identity{}, e
+		return Identity{}, time.Time{}, e
 	}
 	var (
 		id  Identity
+		c   *claims
 		err error
 	)
 	switch v.cfg.Mode {
 	case ModeDev:
-		id, err = v.verifyDev(token)
+		id, c, err = v.verifyDev(token)
 	case ModeIDP:
-		id, err = v.verifyIDP(ctx, token)
+		id, c, err = v.verifyIDP(ctx, token)
 	case ModeHosted:
-		id, err = v.verifyHosted(ctx, token)
+		id, c, err = v.verifyHosted(ctx, token)
 	default:
-		return Identity{}, errf(KindInternal, "unknown auth mode")
+		return Identity{}, time.Time{}, errf(KindInternal, "unknown auth mode")
 	}
 	var e *Error
 	if errors.As(err, &e) && e.Kind == KindUnavailable && e.RetryAfter == 0 {
 		// The key set is fetched again at most every KeyRefetchEvery.
 		e.RetryAfter = v.cfg.KeyRefetchEvery
 	}
-	return id, err
+	if err != nil {
+		return Identity{}, time.Time{}, err
+	}
+	until := v.now().Add(noExpiryHold)
+	if c.ExpiresAt != nil {
+		until = c.ExpiresAt.Time.Add(v.cfg.Leeway)
+	}
+	return id, until, nil
 }
 
 func (v *verifier) parser(method string, opts ...jwt.ParserOption) *jwt.Parser {
@@ -148,7 +158,7 @@ func describeJWT(err error) *Error {
 
 var errNoKid = errors.New("no kid")
 
-func (v *verifier) verifyDev(token string) (Identity, error) {
+func (v *verifier) verifyDev(token string) (Identity, *claims, error) {
 	var c claims
 	_, err := v.parser(jwt.SigningMethodHS256.Alg()).ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
 		if err := rejectCrit(t); err != nil {
@@ -157,21 +167,21 @@ func (v *verifier) verifyDev(token string) (Identity, error) {
 		return []byte(v.cfg.DevJWTSecret), nil
 	})
 	if err != nil {
-		return Identity{}, describeJWT(err)
+		return Identity{}, nil, describeJWT(err)
 	}
 	if e := v.timeChecks(&c, false); e != nil {
-		return Identity{}, e
+		return Identity{}, nil, e
 	}
 	if c.TID == "" || c.OID == "" {
-		return Identity{}, unauthorized("token lacks the tid or oid claim")
+		return Identity{}, nil, unauthorized("token lacks the tid or oid claim")
 	}
 	if !validTenantClaim(c.TID) {
-		return Identity{}, unauthorized("token tid is not a valid tenant id")
+		return Identity{}, nil, unauthorized("token tid is not a valid tenant id")
 	}
 	if !validUserClaim(c.OID) {
-		return Identity{}, unauthorized("token oid is not a valid user id")
+		return Identity{}, nil, unauthorized("token oid is not a valid user id")
 	}
-	return Identity{TenantClaim: c.TID, UserClaim: c.OID, Email: c.email(), Name: c.Name}, nil
+	return Identity{TenantClaim: c.TID, UserClaim: c.OID, Email: c.email(), Name: c.Name}, &c, nil
 }
 
 func (v *verifier) keyfunc(ctx context.Context) jwt.Keyfunc {
@@ -192,17 +202,17 @@ func audienceIs(c *claims, want string) bool {
 	return len(c.Audience) == 1 && c.Audience[0] == want
 }
 
-func (v *verifier) verifyIDP(ctx context.Context, token string) (Identity, error) {
+func (v *verifier) verifyIDP(ctx context.Context, token string) (Identity, *claims, error) {
 	// Step 2: read tid without verification, to know the issuer to expect.
 	var pre claims
 	if _, _, err := jwt.NewParser().ParseUnverified(token, &pre); err != nil {
-		return Identity{}, unauthorized("token is malformed")
+		return Identity{}, nil, unauthorized("token is malformed")
 	}
 	if pre.TID == "" {
-		return Identity{}, unauthorized("token lacks the tid claim")
+		return Identity{}, nil, unauthorized("token lacks the tid claim")
 	}
 	if !validTenantClaim(pre.TID) {
-		return Identity{}, unauthorized("token tid is not a valid tenant id")
+		return Identity{}, nil, unauthorized("token tid is not a valid tenant id")
 	}
 	// Step 3: the expected issuer.
 	issuer := strings.ReplaceAll(v.cfg.IDPIssuerTemplate, "{tenantid}", pre.TID)
@@ -214,28 +224,28 @@ func (v *verifier) verifyIDP(ctx context.Context, token string) (Identity, error
 		jwt.WithExpirationRequired(),
 	).ParseWithClaims(token, &c, v.keyfunc(ctx))
 	if err != nil {
-		return Identity{}, describeJWT(err)
+		return Identity{}, nil, describeJWT(err)
 	}
 	if !audienceIs(&c, v.cfg.IDPAudience) {
-		return Identity{}, unauthorized("token audience is not accepted")
+		return Identity{}, nil, unauthorized("token audience is not accepted")
 	}
 	if e := v.timeChecks(&c, true); e != nil {
-		return Identity{}, e
+		return Identity{}, nil, e
 	}
 	if c.TID != pre.TID {
-		return Identity{}, unauthorized("token tid is not a valid tenant id")
+		return Identity{}, nil, unauthorized("token tid is not a valid tenant id")
 	}
 	user := c.OID
 	if user == "" {
 		user = c.Subject
 	}
 	if !validUserClaim(user) {
-		return Identity{}, unauthorized("token lacks a valid oid or sub claim")
+		return Identity{}, nil, unauthorized("token lacks a valid oid or sub claim")
 	}
-	return Identity{TenantClaim: c.TID, UserClaim: user, Email: c.email(), Name: c.Name}, nil
+	return Identity{TenantClaim: c.TID, UserClaim: user, Email: c.email(), Name: c.Name}, &c, nil
 }
 
-func (v *verifier) verifyHosted(ctx context.Context, token string) (Identity, error) {
+func (v *verifier) verifyHosted(ctx context.Context, token string) (Identity, *claims, error) {
 	origin := hostedOrigin(v.cfg.HostedAuthURL)
 	var c claims
 	_, err := v.parser(jwt.SigningMethodEdDSA.Alg(),
@@ -243,21 +253,21 @@ func (v *verifier) verifyHosted(ctx context.Context, token string) (Identity, er
 		jwt.WithExpirationRequired(),
 	).ParseWithClaims(token, &c, v.keyfunc(ctx))
 	if err != nil {
-		return Identity{}, describeJWT(err)
+		return Identity{}, nil, describeJWT(err)
 	}
 	if !audienceIs(&c, origin) {
-		return Identity{}, unauthorized("token audience is not accepted")
+		return Identity{}, nil, unauthorized("token audience is not accepted")
 	}
 	if e := v.timeChecks(&c, true); e != nil {
-		return Identity{}, e
+		return Identity{}, nil, e
 	}
 	user := c.Subject
 	if user == "" {
 		user = c.HostedID
 	}
 	if !validUserClaim(user) {
-		return Identity{}, unauthorized("token lacks a valid sub or id claim")
+		return Identity{}, nil, unauthorized("token lacks a valid sub or id claim")
 	}
 	// The tenant is the deployment's, never a claim of the token.
-	return Identity{TenantClaim: v.cfg.HostedTenantClaim, UserClaim: user, Email: c.email(), Name: c.Name}, nil
+	return Identity{TenantClaim: v.cfg.HostedTenantClaim, UserClaim: user, Email: c.email(), Name: c.Name}, &c, nil
 }

@@ -77,16 +77,20 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 		s.fail(w, errf(KindForbidden, "the Origin of this websocket request is not allowed (scheme, host and port must match an entry of CORS_ALLOWED_ORIGINS)"))
 		return
 	}
-	if err := s.checkThrottle(r); err != nil {
-		s.fail(w, err)
-		return
+	key, known := s.knownCredential(r, true)
+	if !known {
+		if err := s.checkThrottle(r); err != nil {
+			s.fail(w, err)
+			return
+		}
 	}
-	p, ticket, err := s.auth.authenticateWebSocket(r)
+	p, ticket, until, err := s.auth.authenticateWebSocket(r)
 	if err != nil {
-		s.authFailed(r, err)
+		s.authFailed(r, err, key)
 		s.fail(w, err)
 		return
 	}
+	s.authSucceeded(key, until)
 	sid, err := checkWSQuery(r.URL.Query())
 	if err != nil {
 		s.fail(w, err)
@@ -109,8 +113,10 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if ticket != "" && p.TenantID == "" {
 		// The store could not look the ticket up without taking it: take
 		// it now, to learn whose it is.
-		if p, err = s.auth.spendTicket(r.Context(), ticket); err != nil {
-			s.authFailed(r, err)
+		p, err = s.auth.spendTicket(r.Context(), ticket)
+		s.valid.forget(key)
+		if err != nil {
+			s.authFailed(r, err, key)
 			s.fail(w, err)
 			return
 		}
@@ -142,7 +148,9 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 		// Last: every other check has passed. The loser of a race is 401.
 		// Not counted as a failed authentication: the ticket was found
 		// above, so a 401 here is a lost race, not a guess.
-		if _, err := s.auth.spendTicket(r.Context(), ticket); err != nil {
+		_, err := s.auth.spendTicket(r.Context(), ticket)
+		s.valid.forget(key)
+		if err != nil {
 			s.fail(w, err)
 			return
 		}
