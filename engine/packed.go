@@ -54,6 +54,18 @@ func (s *packedTurns) Put(t *kernel.Turn) {
 
 func (s *packedTurns) Len() int { return len(s.done) }
 
+// Parents calls fn with the id, the parent (empty for a root) and the
+// dispatch's ledger_seq of every Turn the store keeps, reading only those
+// fields of the packed bytes.
+func (s *packedTurns) Parents(fn func(id, parent string, order uint64)) {
+	for id, b := range s.done {
+		r := slimReader{b: b}
+		if parent, order := r.parent(); r.err == nil {
+			fn(id, parent, order)
+		}
+	}
+}
+
 func (s *packedTurns) Each(fn func(t *kernel.Turn)) {
 	for id := range s.done {
 		if t := s.Get(id); t != nil {

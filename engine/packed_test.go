@@ -115,3 +115,56 @@ func TestSnapshotCarriesEveryFieldOfALiveTurn(t *testing.T) {
 		t.Errorf("a live Turn through a snapshot differs (-want +got):\n%s", diff)
 	}
 }
+
+// TestSnapshotKeepsTheTreeThroughFinishedTurns: a cascading stop decided on
+// a write model loaded from a snapshot reaches a live Turn under a finished
+// (packed) one: the children index is rebuilt from the packed Turns too.
+func TestSnapshotKeepsTheTreeThroughFinishedTurns(t *testing.T) {
+	at := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	p := NewProject("p1")
+	seq := uint64(0)
+	fold := func(id string, data any) {
+		seq++
+		typ := map[string]string{"*kernel.TurnDispatched": kernel.EvTurnDispatched, "*kernel.TurnFinished": kernel.EvTurnFinished}[fmt.Sprintf("%T", data)]
+		kernel.Evolve(p, kernel.Recorded{Seq: seq, Event: kernel.Event{Type: typ, V: 1, ProjectID: "p1", Aggregate: kernel.AggTurn, ID: id, At: at, Data: data}})
+	}
+	w := kernel.AgentRef{ProjectID: "p1", AgentID: "w"}
+	dispatch := func(id, parent, root string, depth int) *kernel.TurnDispatched {
+		d := &kernel.TurnDispatched{TargetAgent: w, RequestedBy: w, TurnKind: "k", DispatchKey: id, RootTurnID: root, Depth: depth,
+			Authority: kernel.Authority{Mode: kernel.AuthorityRoot, RequestID: "r"}}
+		if parent != "" {
+			d.Authority = kernel.Authority{Mode: kernel.AuthorityChild, ParentTurnID: parent, ParentClaim: "clm"}
+		}
+		return d
+	}
+	seq++
+	kernel.Evolve(p, kernel.Recorded{Seq: seq, Event: kernel.Event{Type: kernel.EvAgentRegistered, V: 1, ProjectID: "p1", Aggregate: kernel.AggAgent, ID: "w", At: at,
+		Data: &kernel.AgentRegistered{Spec: kernel.AgentSpec{AgentID: "w", Role: "worker", Enabled: true, AcceptsWork: true, Capacity: 1}, Provenance: kernel.Provenance{Kind: "test"}}}})
+	fold("r", dispatch("r", "", "r", 0))
+	fold("f", dispatch("f", "r", "r", 1))
+	fold("f", &kernel.TurnFinished{ClaimID: "clm", Outcome: "succeeded"})
+	fold("g", dispatch("g", "f", "r", 2))
+	p.Seq = seq
+	data, err := encodeSnapshot(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := decodeSnapshot("p1", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, packed := q.Finished.(*packedTurns); !packed || q.Finished.Len() != 1 {
+		t.Fatalf("the snapshot's finished Turns: %T of %d, want the packed f", q.Finished, q.Finished.Len())
+	}
+	evs, err := kernel.Decide(q, kernel.Stop{Common: kernel.Common{Caller: kernel.Caller{Admin: true}}, TurnID: "r", RequestedBy: w, Cascade: true, RequestID: "stop_1"}, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range evs {
+		ids = append(ids, e.ID)
+	}
+	if diff := cmp.Diff([]string{"r", "g"}, ids); diff != "" {
+		t.Errorf("a cascade from r after a snapshot stops (-want +got):\n%s", diff)
+	}
+}

@@ -102,6 +102,24 @@ func (r *slimReader) next() (id []byte) {
 	return id
 }
 
+// parent reads one packed Turn's parent Turn id and its dispatch's
+// ledger_seq, and nothing else.
+func (r *slimReader) parent() (parent string, order uint64) {
+	r.uvarint() // flags
+	for i := range 14 {
+		n := r.uvarint()
+		if n > uint64(len(r.b)) {
+			r.err, r.b = errSnapshotBinary, nil
+			return "", 0
+		}
+		if i == 10 { // Authority.ParentTurnID, as appendSlim writes it
+			parent = string(r.b[:n])
+		}
+		r.b = r.b[n:]
+	}
+	return parent, r.uvarint()
+}
+
 func (r *slimReader) turn() *kernel.Turn {
 	flags := r.uvarint()
 	t := &kernel.Turn{State: kernel.StateFinished}

@@ -112,21 +112,39 @@ func (p *Project) AuthChanges() uint64 { return p.authChanges }
 func (p *Project) Reindex() {
 	p.init()
 	p.queues, p.queued, p.timers, p.children = map[string]*agentQueue{}, map[string]*queueEntry{}, timers{}, map[string][]string{}
-	var all []*Turn
+	type link struct {
+		order      uint64
+		id, parent string
+	}
+	var links []link
+	add := func(id, parent string, order uint64) {
+		if parent != "" {
+			links = append(links, link{order, id, parent})
+		}
+	}
 	for _, t := range p.Turns {
 		if t.State == StateQueued {
 			p.enqueue(t)
 		}
 		p.timers.track(t)
-		all = append(all, t)
+		add(t.ID, t.Dispatch.Authority.ParentTurnID, t.Order)
 	}
-	if p.Finished != nil {
-		p.Finished.Each(func(t *Turn) { all = append(all, t) })
+	switch f := p.Finished.(type) {
+	case nil:
+	case parentLister:
+		f.Parents(add)
+	default:
+		f.Each(func(t *Turn) { add(t.ID, t.Dispatch.Authority.ParentTurnID, t.Order) })
 	}
-	slices.SortFunc(all, func(a, b *Turn) int { return cmp.Compare(a.Order, b.Order) })
-	for _, t := range all {
-		if parent := t.Dispatch.Authority.ParentTurnID; parent != "" {
-			p.children[parent] = append(p.children[parent], t.ID)
-		}
+	slices.SortFunc(links, func(a, b link) int { return cmp.Compare(a.order, b.order) })
+	for _, l := range links {
+		p.children[l.parent] = append(p.children[l.parent], l.id)
 	}
+}
+
+// parentLister is a store of finished Turns that lists their parent links
+// (the Turn, its parent when it has one, its dispatch's ledger_seq) without
+// making each Turn: what Reindex needs of them.
+type parentLister interface {
+	Parents(fn func(id, parent string, order uint64))
 }
