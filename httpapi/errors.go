@@ -12,21 +12,6 @@ import (
 	"github.com/turnledger/turnledger/projection"
 )
 
-// statusOf is the one table from error kinds to HTTP statuses (the error
-// table of the coordination API).
-var statusOf = map[kernel.Kind]int{
-	kernel.Unauthorized: http.StatusUnauthorized,
-	kernel.Forbidden:    http.StatusForbidden,
-	kernel.NotFound:     http.StatusNotFound,
-	kernel.Conflict:     http.StatusConflict,
-	kernel.Fencing:      http.StatusConflict,
-	kernel.Invariant:    http.StatusUnprocessableEntity,
-	kernel.Validation:   http.StatusUnprocessableEntity,
-	kernel.BadRequest:   http.StatusBadRequest,
-	kernel.Internal:     http.StatusInternalServerError,
-	kernel.Unavailable:  http.StatusServiceUnavailable,
-}
-
 // retryAfter is the Retry-After of a kernel.Unavailable answer: the ledger
 // has already retried for its bound (ledger.Config.RetryFor) before it gives
 // up, so a client should not come back at once.
@@ -81,7 +66,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", retryAfter)
 		jsonhttp.WriteError(w, http.StatusServiceUnavailable, string(ke.Kind), ke.Message)
 	case errors.As(err, &ke) && ke.Kind != kernel.Internal:
-		jsonhttp.WriteError(w, statusOf[ke.Kind], string(ke.Kind), ke.Message)
+		jsonhttp.WriteError(w, ke.Kind.Status(), string(ke.Kind), ke.Message)
 	default:
 		s.log.Error("internal error", "method", r.Method, "path", requestPath(r), "err", err)
 		jsonhttp.WriteError(w, http.StatusInternalServerError, string(kernel.Internal), "internal error; see the server log")

@@ -6,7 +6,8 @@ import (
 )
 
 // Kind is the closed set of error kinds the kernel reports. They mirror the
-// error table of the coordination API; httpapi maps each to its status.
+// error table of the coordination API: Status is each one's HTTP status,
+// for every face that answers over HTTP (httpapi, mcpapi).
 type Kind string
 
 const (
@@ -24,6 +25,28 @@ const (
 	// answer says when to retry (Retry-After).
 	Unavailable Kind = "ServiceUnavailableError"
 )
+
+// Status is the HTTP status spec 000's error table gives the kind (500 for
+// a kind outside it).
+func (k Kind) Status() int {
+	switch k {
+	case Unauthorized:
+		return 401
+	case Forbidden:
+		return 403
+	case NotFound:
+		return 404
+	case Conflict, Fencing:
+		return 409
+	case Invariant, Validation:
+		return 422
+	case BadRequest:
+		return 400
+	case Unavailable:
+		return 503
+	}
+	return 500
+}
 
 // Error is a refusal of the kernel, with a message fit for the client.
 type Error struct {

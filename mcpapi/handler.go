@@ -322,7 +322,7 @@ func (h *Handler) writeAuthError(w http.ResponseWriter, r *http.Request, project
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer resource_metadata=%q", h.metadataURL(r, project, agent)))
 	}
 	name, msg := errorBody(h.cfg.Logger, err)
-	writeError(w, statusOf[kind], name, msg)
+	writeError(w, kind.Status(), name, msg)
 }
 
 // serveMetadata answers the RFC 9728 protected resource metadata of an
@@ -346,21 +346,6 @@ func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request, project,
 			"(POST /admin/v1/projects/{project_id}/agent-credential-tokens:request) or the agent redeems a join invite " +
 			"(POST /admin/v1/agent-joins:redeem). See docs/mcp.md.",
 	})
-}
-
-// statusOf is the HTTP status of an error kind at the HTTP level (a refused
-// authentication, an unavailable engine).
-var statusOf = map[kernel.Kind]int{
-	kernel.Unauthorized: http.StatusUnauthorized,
-	kernel.Forbidden:    http.StatusForbidden,
-	kernel.NotFound:     http.StatusNotFound,
-	kernel.Conflict:     http.StatusConflict,
-	kernel.Fencing:      http.StatusConflict,
-	kernel.Invariant:    http.StatusUnprocessableEntity,
-	kernel.Validation:   http.StatusUnprocessableEntity,
-	kernel.BadRequest:   http.StatusBadRequest,
-	kernel.Internal:     http.StatusInternalServerError,
-	kernel.Unavailable:  http.StatusServiceUnavailable,
 }
 
 func writeError(w http.ResponseWriter, status int, name kernel.Kind, msg string) {
