@@ -39,23 +39,35 @@ func (a *queueEntry) less(b *queueEntry) bool {
 	return a.order < b.order
 }
 
-type queueHeap []*queueEntry
+type queueHeap = indexedHeap[*queueEntry]
 
-func (h queueHeap) Len() int           { return len(h) }
-func (h queueHeap) Less(i, j int) bool { return h[i].less(h[j]) }
-func (h queueHeap) Swap(i, j int) {
+func (a *queueEntry) setIndex(i int) { a.i = i }
+
+// indexedHeap is a min-heap (container/heap) of entries that know their
+// place in it, so that one can be fixed or removed where it stands: an
+// agent's queue of one priority, or the project's timers.
+type indexedHeap[E interface {
+	less(E) bool
+	setIndex(int)
+}] []E
+
+func (h indexedHeap[E]) Len() int           { return len(h) }
+func (h indexedHeap[E]) Less(i, j int) bool { return h[i].less(h[j]) }
+func (h indexedHeap[E]) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].i, h[j].i = i, j
+	h[i].setIndex(i)
+	h[j].setIndex(j)
 }
-func (h *queueHeap) Push(x any) {
-	e := x.(*queueEntry)
-	e.i = len(*h)
+func (h *indexedHeap[E]) Push(x any) {
+	e := x.(E)
+	e.setIndex(len(*h))
 	*h = append(*h, e)
 }
-func (h *queueHeap) Pop() any {
+func (h *indexedHeap[E]) Pop() any {
 	old := *h
 	e := old[len(old)-1]
-	old[len(old)-1] = nil
+	var zero E
+	old[len(old)-1] = zero
 	*h = old[:len(old)-1]
 	return e
 }
@@ -197,26 +209,10 @@ type timerEntry struct {
 	i       int
 }
 
-type timerHeap []*timerEntry
+type timerHeap = indexedHeap[*timerEntry]
 
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
-func (h timerHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].i, h[j].i = i, j
-}
-func (h *timerHeap) Push(x any) {
-	e := x.(*timerEntry)
-	e.i = len(*h)
-	*h = append(*h, e)
-}
-func (h *timerHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return e
-}
+func (a *timerEntry) less(b *timerEntry) bool { return a.due.Before(b.due) }
+func (a *timerEntry) setIndex(i int)          { a.i = i }
 
 // timers holds the Turns that have a next due time, and how many hold a
 // claim (every claimed Turn is in it: its claim expires).
