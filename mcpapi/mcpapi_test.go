@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/turnledger/turnledger/kernel"
+	"github.com/turnledger/turnledger/mcpapi"
 )
 
 type turnView struct {
@@ -399,5 +400,24 @@ func TestResourceUpdatesListen(t *testing.T) {
 	if _, rerr := e.rpc("p1", "other", otherTok, "subscriptions/listen", map[string]any{
 		"notifications": map[string]any{"resourceSubscriptions": []string{uri}}}); rerr == nil {
 		t.Errorf("subscriptions/listen to a Turn the caller may not read was accepted")
+	}
+}
+
+// ProjectOf names the project of an endpoint's path, for the HTTP layer's
+// per-project in-flight bound, and of no other path.
+func TestProjectOf(t *testing.T) {
+	for _, tc := range []struct {
+		path, want string
+		ok         bool
+	}{
+		{"/mcp/projects/p1/agents/a1", "p1", true},
+		{"/mcp/projects/p1/agents/a1/extra", "", false},
+		{"/mcp/projects/bad id/agents/a1", "", false},
+		{"/.well-known/oauth-protected-resource/mcp/projects/p1/agents/a1", "", false},
+		{"/v3r1/projects/p1/agents/a1", "", false},
+	} {
+		if got, ok := mcpapi.ProjectOf(tc.path); got != tc.want || ok != tc.ok {
+			t.Errorf("ProjectOf(%q) = %q, %v; want %q, %v", tc.path, got, ok, tc.want, tc.ok)
+		}
 	}
 }
