@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -355,4 +356,74 @@ func allPagesOf[T any](t *testing.T, e *env, what, path string) (items []T, page
 		}
 	}
 	return items, pages
+}
+
+// A mount with Project counts its requests against the project's in-flight
+// bound, shared with the API's routes: beyond it, 503 with Retry-After.
+func TestMountedRequestsCountAgainstTheProjectBound(t *testing.T) {
+	entered, unblock := make(chan struct{}, 1), make(chan struct{})
+	stub := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/block") {
+			entered <- struct{}{}
+			<-unblock
+		}
+		w.WriteHeader(200)
+	})
+	projectOf := func(path string) (string, bool) {
+		rest, _ := strings.CutPrefix(path, "/stub/")
+		p, _, ok := strings.Cut(rest, "/")
+		return p, ok && p != ""
+	}
+	e := newEnvWith(t, func(c *httpapi.Config) {
+		c.MaxProjectInFlight = 1
+		c.Mounts = []httpapi.Mount{{Prefix: "/stub/", Handler: stub, Project: projectOf}}
+	})
+	var once sync.Once
+	release := func() { once.Do(func() { close(unblock) }) }
+	t.Cleanup(release) // before the server closes, should the test fail
+	planner := e.register("p1", "planner", 0, "turns:dispatch")
+	get := func(path string) *http.Response {
+		t.Helper()
+		resp, err := http.Get(e.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	held := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(e.url + "/stub/p1/block")
+		if err != nil {
+			held <- 0
+			return
+		}
+		resp.Body.Close()
+		held <- resp.StatusCode
+	}()
+	<-entered
+	waitInFlight(t, e, "p1", 1)
+
+	if resp := get("/stub/p1/other"); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("mounted request beyond the project bound = %d with Retry-After %q, want 503 with Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if r := e.do(planner, "GET", "/v3r1/projects/p1/projection/turns", nil); r.status != http.StatusServiceUnavailable {
+		t.Errorf("API request while a mounted one holds the project's bound = %d %s, want 503", r.status, r.body)
+	}
+	// Another project, and a path the mount names no project of, are not held up.
+	for _, p := range []string{"/stub/p2/other", "/stub/"} {
+		if resp := get(p); resp.StatusCode != 200 {
+			t.Errorf("GET %s while p1 is at its bound = %d, want 200", p, resp.StatusCode)
+		}
+	}
+
+	release()
+	if got := <-held; got != 200 {
+		t.Errorf("held mounted request = %d, want 200 (admitted requests are served)", got)
+	}
+	waitInFlight(t, e, "p1", 0)
+	if resp := get("/stub/p1/other"); resp.StatusCode != 200 {
+		t.Errorf("mounted request after the held one ended = %d, want 200", resp.StatusCode)
+	}
 }

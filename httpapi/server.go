@@ -56,8 +56,8 @@ type Config struct {
 	PublicURL string
 	// Mounts are other faces of the engine served beside the API (the MCP
 	// endpoint, say): a request whose path starts with a mount's Prefix goes
-	// to its Handler, under the instance's in-flight bound and the request
-	// log like any route.
+	// to its Handler, under the instance's in-flight bound (and its
+	// project's, with Mount.Project) and the request log like any route.
 	Mounts []Mount
 	// Now is the clock of derived statuses (presence, credential expiry)
 	// and of the authentication throttle.
@@ -123,6 +123,12 @@ func (c Config) Validate() error {
 type Mount struct {
 	Prefix  string // "/mcp/": the paths it serves start with it
 	Handler http.Handler
+	// Project, if set, names the project a request path of the mount
+	// belongs to: such a request counts against that project's in-flight
+	// bound (Config.MaxProjectInFlight) as the API's routes do, and is
+	// answered 503 with Retry-After beyond it. A path it does not know
+	// (false) is under the instance's bound alone.
+	Project func(path string) (project string, ok bool)
 }
 
 // Diagnostic is one item of a projection page's diagnostics.
@@ -172,6 +178,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer sl.releaseAll()
 	for _, m := range s.cfg.Mounts {
 		if strings.HasPrefix(r.URL.Path, m.Prefix) {
+			if m.Project != nil {
+				if project, ok := m.Project(r.URL.Path); ok {
+					release, err := s.shed.admitProject(project)
+					if err != nil {
+						s.writeError(w, r, err)
+						return
+					}
+					sl.add(release)
+				}
+			}
 			m.Handler.ServeHTTP(w, r)
 			return
 		}

@@ -102,7 +102,7 @@ func (e *env) start() {
 	hcfg.AdminTokenHash = kernel.HashSecret(adminToken)
 	hcfg.Now = e.clock.Now
 	hcfg.Logger = logger
-	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: mh}, {Prefix: mcpapi.MetadataPrefix, Handler: mh}}
+	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: mh, Project: mcpapi.ProjectOf}, {Prefix: mcpapi.MetadataPrefix, Handler: mh}}
 	api, err := httpapi.New(eng, store, hcfg)
 	if err != nil {
 		t.Fatalf("httpapi.New = %v", err)

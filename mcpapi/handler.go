@@ -193,6 +193,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mcp.ServeHTTP(w, r.WithContext(ctx))
 }
 
+// ProjectOf returns the project of a path of an MCP endpoint
+// (/mcp/projects/{project_id}/agents/{agent_id}), for the HTTP layer to
+// count the request against that project's in-flight bound
+// (httpapi.Mount.Project). Other paths (the resource metadata) have none.
+func ProjectOf(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, PathPrefix)
+	if !ok {
+		return "", false
+	}
+	project, _, ok := endpointOf(rest)
+	return project, ok
+}
+
 // endpointOf reads "projects/{p}/agents/{a}".
 func endpointOf(rest string) (project, agent string, ok bool) {
 	parts := strings.Split(rest, "/")

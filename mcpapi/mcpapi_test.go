@@ -1,8 +1,11 @@
 package mcpapi_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/turnledger/turnledger/kernel"
+	"github.com/turnledger/turnledger/mcpapi"
 )
 
 type turnView struct {
@@ -301,5 +305,119 @@ func TestResourceUpdates(t *testing.T) {
 	other := e.client("p1", "other", e.agent("p1", "other", true), "2025-11-25", nil)
 	if err := other.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}); err == nil {
 		t.Errorf("subscribe to a Turn the caller may not read succeeded")
+	}
+}
+
+// In the 2026-07-28 era a subscription is a subscriptions/listen stream
+// naming the Turn's resource: after its acknowledgement, it sends an update
+// notification when the Turn changes. Raw JSON-RPC over HTTP, since the SDK
+// client does not tell when the server acknowledged the listen.
+func TestResourceUpdatesListen(t *testing.T) {
+	e := newEnv(t)
+	reqTok := e.agent("p1", "req", false, "turns:dispatch")
+	wrkTok := e.agent("p1", "wrk", true)
+	worker := e.client("p1", "wrk", wrkTok, "2026-07-28", nil)
+	if v := worker.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the client speaks %s, want 2026-07-28", v)
+	}
+	requester := e.client("p1", "req", reqTok, "2026-07-28", nil)
+	var d turnView
+	mustCall(t, requester, "dispatch_turn", map[string]any{"target_agent_id": "wrk", "turn_kind": "summarize", "input": map[string]any{"x": 1}}, &d)
+	uri := "turnledger://turns/" + d.TurnID
+
+	params := map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{uri}},
+		"_meta": map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+		}}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": params})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.endpoint("p1", "req"), bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	req.Header.Set("Authorization", "Bearer "+reqTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		raw, _ := io.ReadAll(resp.Body)
+		t.Fatalf("subscriptions/listen: HTTP %d %s", resp.StatusCode, raw)
+	}
+	type message struct {
+		Method string `json:"method"`
+		Params struct {
+			URI  string         `json:"uri"`
+			Meta map[string]any `json:"_meta"`
+		} `json:"params"`
+		Error json.RawMessage `json:"error"`
+	}
+	msgs := make(chan message, 16)
+	go func() {
+		defer close(msgs)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var m message
+				json.Unmarshal([]byte(data), &m)
+				msgs <- m
+			}
+		}
+	}()
+	next := func(what string) message {
+		t.Helper()
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				t.Fatalf("the subscriptions/listen stream ended before %s", what)
+			}
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s on the subscriptions/listen stream", what)
+		}
+		return message{}
+	}
+	if m := next("acknowledgement"); m.Method != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message of the stream = %+v, want the acknowledgement", m)
+	}
+	var c claimed
+	mustCall(t, worker, "claim_turn", map[string]any{}, &c)
+	m := next("notifications/resources/updated after the Turn was claimed")
+	if m.Method != "notifications/resources/updated" || m.Params.URI != uri {
+		t.Fatalf("message after the claim = %+v, want notifications/resources/updated of %s", m, uri)
+	}
+	if id := m.Params.Meta["io.modelcontextprotocol/subscriptionId"]; fmt.Sprint(id) != "7" {
+		t.Errorf("the notification names subscription %v, want 7", id)
+	}
+
+	// A Turn the caller may not read cannot be listened to.
+	otherTok := e.agent("p1", "other", true)
+	if _, rerr := e.rpc("p1", "other", otherTok, "subscriptions/listen", map[string]any{
+		"notifications": map[string]any{"resourceSubscriptions": []string{uri}}}); rerr == nil {
+		t.Errorf("subscriptions/listen to a Turn the caller may not read was accepted")
+	}
+}
+
+// ProjectOf names the project of an endpoint's path, for the HTTP layer's
+// per-project in-flight bound, and of no other path.
+func TestProjectOf(t *testing.T) {
+	for _, tc := range []struct {
+		path, want string
+		ok         bool
+	}{
+		{"/mcp/projects/p1/agents/a1", "p1", true},
+		{"/mcp/projects/p1/agents/a1/extra", "", false},
+		{"/mcp/projects/bad id/agents/a1", "", false},
+		{"/.well-known/oauth-protected-resource/mcp/projects/p1/agents/a1", "", false},
+		{"/v3r1/projects/p1/agents/a1", "", false},
+	} {
+		if got, ok := mcpapi.ProjectOf(tc.path); got != tc.want || ok != tc.ok {
+			t.Errorf("ProjectOf(%q) = %q, %v; want %q, %v", tc.path, got, ok, tc.want, tc.ok)
+		}
 	}
 }

@@ -249,7 +249,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, err
 	}
-	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: mh}, {Prefix: mcpapi.MetadataPrefix, Handler: mh}}
+	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: mh, Project: mcpapi.ProjectOf}, {Prefix: mcpapi.MetadataPrefix, Handler: mh}}
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
 	}
