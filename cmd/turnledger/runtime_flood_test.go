@@ -127,8 +127,10 @@ func TestRuntimeServesAValidTokenDuringAFlood(t *testing.T) {
 	if served < 20 {
 		t.Errorf("the real client was served %d requests in 2 s of flood, want at least 20", served)
 	}
-	if n401.Load() != 5 || n429.Load() == 0 || nOther.Load() != 0 || noRetryAfter.Load() != 0 || errors.Load() != 0 {
-		t.Errorf("the flood got %d 401, %d 429 (%d without Retry-After), %d other answers, %d transport errors; want 5 401 (the burst), the rest 429 with Retry-After",
+	// The four flooders' requests are checked at once, each before the
+	// failures of the others are counted: the burst of 5, and up to 3 more.
+	if n := n401.Load(); n < 5 || n > 5+4-1 || n429.Load() == 0 || nOther.Load() != 0 || noRetryAfter.Load() != 0 || errors.Load() != 0 {
+		t.Errorf("the flood got %d 401, %d 429 (%d without Retry-After), %d other answers, %d transport errors; want the burst of 5 401 (up to 3 more checked at the same time), the rest 429 with Retry-After",
 			n401.Load(), n429.Load(), noRetryAfter.Load(), nOther.Load(), errors.Load())
 	}
 	t.Logf("in 2 s: the real client was served %d requests, the flood got %d 401 and %d 429", served, n401.Load(), n429.Load())
