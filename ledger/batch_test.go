@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -65,9 +66,10 @@ func TestAppendBatchIsAllOrNone(t *testing.T) {
 	})
 }
 
-// TestOpenAllowsAtomicBatchesOnAnOlderStream: a stream made before the
-// ledger asked for atomic batches is given them on Open, and keeps its events.
-func TestOpenAllowsAtomicBatchesOnAnOlderStream(t *testing.T) {
+// TestAppendBatchOnAStreamWithoutAtomicBatches: a stream made before the
+// ledger asked for atomic batches is left as it is; a batch on it is
+// refused as Unavailable, saying how to allow them, and stores nothing.
+func TestAppendBatchOnAStreamWithoutAtomicBatches(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := natstest.Connect(t, srv)
 	js, err := jetstream.New(nc)
@@ -86,11 +88,15 @@ func TestOpenAllowsAtomicBatchesOnAnOlderStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := mustAppend(t, s, "p1", 0, record("p1", "t1", 1))
-	if _, err := s.AppendBatch(context.Background(), "p1", first, []kernel.Event{record("p1", "t1", 2), record("p1", "t2", 1)}); err != nil {
-		t.Fatalf("AppendBatch on a stream opened from an older config = %v", err)
+	_, err = s.AppendBatch(context.Background(), "p1", first, []kernel.Event{record("p1", "t1", 2), record("p1", "t2", 1)})
+	if kernel.ErrorKind(err) != kernel.Unavailable || !strings.Contains(err.Error(), "allow_atomic") {
+		t.Errorf("AppendBatch on a stream without atomic batches = %v, want Unavailable naming allow_atomic", err)
+	}
+	if l := lastSeq(t, s, "p1"); l != first {
+		t.Errorf("the refused batch moved p1 to %d", l)
 	}
 	info, err := js.Stream(context.Background(), cfg.Stream)
-	if err != nil || !info.CachedInfo().Config.AllowAtomicPublish {
-		t.Errorf("the stream after Open: %v, allow atomic %v", err, err == nil && info.CachedInfo().Config.AllowAtomicPublish)
+	if err != nil || info.CachedInfo().Config.AllowAtomicPublish {
+		t.Errorf("Open changed the stream: %v", err)
 	}
 }

@@ -367,6 +367,9 @@ func (s *Store) AppendBatch(ctx context.Context, project string, expectLast uint
 			if e.ErrCode == jetstream.JSErrCodeStreamWrongLastSequence || e.ErrCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant {
 				return conflict(project, expectLast)
 			}
+			if strings.Contains(e.Description, "disabled") {
+				return kernel.Errorf(kernel.Unavailable, "the ledger's stream does not take atomic batches (made before they were asked for): allow them with `nats stream edit %s --allow-batch` (allow_atomic: true), then retry", s.cfg.Stream)
+			}
 			return fmt.Errorf("ledger: atomic batch of %d: %s (error %d)", len(events), e.Description, e.ErrCode)
 		}
 		if ack.Batch != id || ack.Count != uint64(len(events)) || ack.Seq < uint64(len(events)) {

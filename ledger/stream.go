@@ -35,13 +35,12 @@ func streamConfig(cfg Config, atomic bool) jetstream.StreamConfig {
 }
 
 // openStream returns the stream named in cfg, creating it when there is
-// none. It changes an existing stream in one way only: on a server that has
-// atomic batch publish, it allows it (AppendBatch needs it; the flag changes
-// nothing for the stored events or the other settings). Otherwise an
-// operator (or another instance) chose its replicas and storage, and changing
-// them on start would move the data of a running ledger under its other
-// users. A stream the ledger cannot work on is an error that says what to
-// change.
+// none (allowing atomic batches where the server has them: AppendBatch). It
+// never updates an existing stream: an operator (or another instance) chose
+// its replicas and storage, and changing them on start would move the data
+// of a running ledger under its other users. A stream the ledger cannot work
+// on is an error that says what to change; one without atomic batches works,
+// and AppendBatch on it says how to allow them.
 func openStream(ctx context.Context, js jetstream.JetStream, cfg Config, atomic bool) (jetstream.Stream, error) {
 	var st jetstream.Stream
 	get := func() error {
@@ -65,12 +64,6 @@ func openStream(ctx context.Context, js jetstream.JetStream, cfg Config, atomic 
 	}
 	if err := usable(st.CachedInfo().Config, cfg); err != nil {
 		return nil, err
-	}
-	if c := st.CachedInfo().Config; atomic && !c.AllowAtomicPublish {
-		c.AllowAtomicPublish = true
-		if st, err = js.UpdateStream(ctx, c); err != nil {
-			return nil, fmt.Errorf("ledger: allow atomic batches on stream %s: %w", cfg.Stream, err)
-		}
 	}
 	return st, nil
 }
