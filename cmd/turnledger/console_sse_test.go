@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -17,6 +19,10 @@ func TestConsoleFeedOverSSE(t *testing.T) {
 	var reqs consoleRequests
 	ctx := consoleBrowser(t, &reqs)
 	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer "), "demo")
+	// The feed reads the projection, which folds the scenario's events
+	// after they are acknowledged: wait for it to hold the last one, so
+	// the catch-up page is the whole scenario.
+	s.admin.waitProjected(t, "/v3r1/projects/demo/projection/feed?limit=200", s.child)
 	consoleDo(t, ctx, "open the live feed",
 		chromedp.Navigate(base+"/console/#/p/demo/feed"),
 		consoleSettled(),
@@ -41,5 +47,28 @@ func TestConsoleFeedOverSSE(t *testing.T) {
 	mode := consoleGet(t, ctx, "read the feed's mode", chromedp.Evaluate[string](`document.querySelector('#project-feed').dataset.mode`))
 	if mode != "stream" {
 		t.Errorf("the live feed's mode = %q after events arrived, want stream (serve's SSE, not polling)", mode)
+	}
+}
+
+// waitProjected reads a feed page until an item about the given id is in it.
+func (c client) waitProjected(t *testing.T, path, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var page struct {
+			Items []struct {
+				ID string `json:"id"`
+			} `json:"items"`
+		}
+		json.Unmarshal(c.call("GET", path, nil, 200), &page)
+		for _, it := range page.Items {
+			if it.ID == id {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the feed %s has no item about %s after 10s", path, id)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
