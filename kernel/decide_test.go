@@ -19,10 +19,13 @@ type harness struct {
 	p   *Project
 	now time.Time
 	seq uint64
+	// credTTL is how long the credentials agent issues last; an hour
+	// unless a test that moves the clock far sets it.
+	credTTL time.Duration
 }
 
 func newHarness(t *testing.T) *harness {
-	return &harness{t: t, p: NewProject("p1"), now: t0}
+	return &harness{t: t, p: NewProject("p1"), now: t0, credTTL: time.Hour}
 }
 
 var admin = Common{Caller: Caller{Admin: true}}
@@ -100,7 +103,7 @@ func (h *harness) agent(id string, capacity int, grants ...string) Common {
 	h.t.Helper()
 	h.do(RegisterAgent{Common: admin, Spec: spec(id, capacity, grants...), Provenance: Provenance{Kind: "test"}})
 	cred := "cred_" + id
-	h.do(IssueCredential{Common: admin, AgentID: id, CredentialID: cred, TokenHash: HashSecret("tok-" + id), ExpiresAt: h.now.Add(time.Hour)})
+	h.do(IssueCredential{Common: admin, AgentID: id, CredentialID: cred, TokenHash: HashSecret("tok-" + id), ExpiresAt: h.now.Add(h.credTTL)})
 	c, err := Authenticate(h.p, id, HashSecret("tok-"+id), h.now)
 	if err != nil {
 		h.t.Fatalf("Authenticate(%s) = %v", id, err)
