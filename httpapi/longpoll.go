@@ -62,11 +62,9 @@ func (s *Server) claimWait(c *call) (time.Duration, error) {
 // claimResultFn claims the next Turn once.
 type claimResultFn func() (*engine.ClaimResult, uint64, error)
 
-// claimWaiting claims at once, and when nothing is claimable waits up to
-// wait for a change of the agent's Turns (one queued for it, one of its
-// claims ended, the agent resumed) through any instance, then tries again.
-// It answers nil when the wait ends, the client goes away or the server
-// stops.
+// claimWaiting is engine.WaitClaim for a request: it lifts the server's
+// read and write deadlines for the wait and counts the request as a long
+// poll while it waits.
 func (s *Server) claimWaiting(w http.ResponseWriter, c *call, agent string, wait time.Duration, claim claimResultFn) (*engine.ClaimResult, uint64, error) {
 	if wait <= 0 {
 		return claim()
@@ -81,53 +79,15 @@ func (s *Server) claimWaiting(w http.ResponseWriter, c *call, agent string, wait
 	if err := rc.SetWriteDeadline(time.Now().Add(wait + s.cfg.WaitTimeout + 10*time.Second)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return nil, 0, err
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	dueTimer := time.NewTimer(time.Hour)
-	dueTimer.Stop()
-	defer dueTimer.Stop()
 	counted := false // counted as waiting once the first attempt found nothing
 	defer func() {
 		if counted {
 			s.push.longPolls.Add(-1)
 		}
 	}()
-	for {
-		changed, stop := s.store.WatchAgent(c.project, agent)
-		res, seq, err := claim()
-		if err != nil || res != nil {
-			stop()
-			return res, seq, err
-		}
-		if !counted {
-			counted = true
-			s.push.longPolls.Add(1)
-			detach(c.ctx)
-		}
-		// A Turn that is not due yet (its not_before) wakes the claim when
-		// it becomes due: no event will.
-		var due <-chan time.Time
-		if at, ok, err := s.engine.NextDue(c.ctx, c.project, agent); err == nil && ok {
-			dueTimer.Reset(max(at.Sub(s.cfg.Now()), time.Millisecond))
-			due = dueTimer.C
-		}
-		select {
-		case <-changed:
-			stop()
-			if s.store.Closed() {
-				return nil, seq, nil
-			}
-		case <-due:
-			stop()
-		case <-timer.C:
-			stop()
-			return nil, seq, nil
-		case <-c.ctx.Done():
-			stop()
-			return nil, seq, nil // the client went away: nobody reads the answer
-		case <-s.push.stopping:
-			stop()
-			return nil, seq, nil
-		}
-	}
+	return s.engine.WaitClaim(c.ctx, s.store, c.project, agent, wait, s.push.stopping, func() {
+		counted = true
+		s.push.longPolls.Add(1)
+		detach(c.ctx)
+	}, claim)
 }

@@ -358,7 +358,7 @@ func (h *Handler) claimTurn(ctx context.Context, id identity, args []byte) (any,
 	claim := func() (*engine.ClaimResult, uint64, error) {
 		return h.engine.Claim(ctx, id.project, common(id, b.Meta, b.Trace), id.agent, &kernel.AgentRef{ProjectID: id.project, AgentID: id.agent})
 	}
-	res, seq, err := h.claimWaiting(ctx, id, wait, claim)
+	res, seq, err := h.engine.WaitClaim(ctx, h.store, id.project, id.agent, wait, nil, nil, claim)
 	if err != nil || res == nil {
 		return claimAnswer{}, err
 	}
@@ -367,46 +367,6 @@ func (h *Handler) claimTurn(ctx context.Context, id identity, args []byte) (any,
 		return nil, err
 	}
 	return claimAnswer{Claim: &res.Token, Turn: &v}, nil
-}
-
-// claimWaiting claims at once, and when nothing is claimable waits up to
-// wait for a change of the agent's Turns, then tries again (as httpapi's
-// long-poll claim does).
-func (h *Handler) claimWaiting(ctx context.Context, id identity, wait time.Duration, claim func() (*engine.ClaimResult, uint64, error)) (*engine.ClaimResult, uint64, error) {
-	if wait <= 0 {
-		return claim()
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		changed, stop := h.store.WatchAgent(id.project, id.agent)
-		res, seq, err := claim()
-		if err != nil || res != nil {
-			stop()
-			return res, seq, err
-		}
-		var due <-chan time.Time
-		if at, ok, err := h.engine.NextDue(ctx, id.project, id.agent); err == nil && ok {
-			dt := time.NewTimer(max(at.Sub(h.cfg.Now()), time.Millisecond))
-			defer dt.Stop()
-			due = dt.C
-		}
-		select {
-		case <-changed:
-			stop()
-			if h.store.Closed() {
-				return nil, seq, nil
-			}
-		case <-due:
-			stop()
-		case <-timer.C:
-			stop()
-			return nil, seq, nil
-		case <-ctx.Done():
-			stop()
-			return nil, seq, nil
-		}
-	}
 }
 
 type fencedArgs struct {
