@@ -146,14 +146,13 @@ func (e *Engine) ClaimLease(ctx context.Context, project string, c kernel.Common
 	return res, seq, err
 }
 
-// NextDue returns when the agent's next queued Turn that is not due yet
-// becomes due (its not_before), as the engine has folded the project; false
-// when none waits for one. A long-poll claim sleeps until then at most.
-func (e *Engine) NextDue(ctx context.Context, project, agentID string) (time.Time, bool, error) {
+// nextDue answers the earliest time after asOf at which a queued Turn of
+// the agent becomes due (its not_before), or false when none waits for one.
+func (e *Engine) nextDue(ctx context.Context, project, agentID string, asOf time.Time) (time.Time, bool, error) {
 	var due time.Time
 	var ok bool
 	err := e.read(ctx, project, false, func(p *kernel.Project) error {
-		due, ok = p.NextDue(agentID, e.cfg.Now())
+		due, ok = p.NextDue(agentID, asOf)
 		return nil
 	})
 	return due, ok, err

@@ -34,6 +34,10 @@ func (e *Engine) WaitClaim(ctx context.Context, watch AgentWatch, project, agent
 	defer dueTimer.Stop()
 	for first := true; ; first = false {
 		changed, stop := watch.WatchAgent(project, agent)
+		// The next due time is asked as of before the attempt: a Turn
+		// that became due while the attempt ran is then still a reason
+		// to try again, not lost between the two readings of the clock.
+		asOf := e.cfg.Now()
 		res, seq, err := claim()
 		if err != nil || res != nil {
 			stop()
@@ -43,7 +47,7 @@ func (e *Engine) WaitClaim(ctx context.Context, watch AgentWatch, project, agent
 			waiting()
 		}
 		var due <-chan time.Time
-		if at, ok, err := e.NextDue(ctx, project, agent); err == nil && ok {
+		if at, ok, err := e.nextDue(ctx, project, agent, asOf); err == nil && ok {
 			dueTimer.Reset(max(at.Sub(e.cfg.Now()), time.Millisecond))
 			due = dueTimer.C
 		}
