@@ -511,8 +511,8 @@ func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
 		return err
 	}
 	f.TurnKind, f.State, f.Outcome = q.str("turn_kind"), q.str("state"), q.str("outcome")
-	if f.State != "" && !slices.Contains(kernel.TurnStates(), f.State) {
-		return kernel.Errorf(kernel.Validation, "state must be one of %s; not %q", strings.Join(kernel.TurnStates(), ", "), f.State)
+	if err := kernel.CheckTurnState("state", f.State); err != nil {
+		return err
 	}
 	if p := q.str("priority"); p != "" {
 		if f.Priority, err = strconv.Atoi(p); err != nil || f.Priority < kernel.MinPriority || f.Priority > kernel.MaxPriority {
@@ -524,8 +524,8 @@ func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
 		return kernel.Errorf(kernel.Validation, "tag may be given at most %d times", kernel.MaxTags)
 	}
 	for _, tag := range f.Tags {
-		if !kernel.ValidTag(tag) {
-			return kernel.Errorf(kernel.Validation, "tag must be 1 to 64 letters, digits, '.', '_', ':' or '-'; not %q", tag)
+		if err := kernel.CheckTag("tag", tag); err != nil {
+			return err
 		}
 	}
 	if f.AwaitingInputOnly, err = q.flag("awaiting_input"); err != nil {
@@ -663,8 +663,8 @@ func (s *Server) bulk(c *call) (bulkBody, projection.TurnFilter, int, error) {
 		return b, f, 0, kernel.Errorf(kernel.Validation, "limit must be from 1 to %d", kernel.MaxBulk)
 	}
 	fl := b.Filter
-	if fl.State != "" && !slices.Contains(kernel.TurnStates(), fl.State) {
-		return b, f, 0, kernel.Errorf(kernel.Validation, "filter.state must be one of %s; not %q", strings.Join(kernel.TurnStates(), ", "), fl.State)
+	if err := kernel.CheckTurnState("filter.state", fl.State); err != nil {
+		return b, f, 0, err
 	}
 	if fl.Outcome != "" && !slices.Contains(kernel.AllOutcomes, fl.Outcome) {
 		return b, f, 0, kernel.Errorf(kernel.Validation, "filter.outcome must be one of %s; not %q", strings.Join(kernel.AllOutcomes, ", "), fl.Outcome)
@@ -673,8 +673,8 @@ func (s *Server) bulk(c *call) (bulkBody, projection.TurnFilter, int, error) {
 		return b, f, 0, kernel.Errorf(kernel.Validation, "filter.target_agent_id %q must be 1 to 128 letters, digits, '_' or '-'", fl.TargetAgentID)
 	}
 	if fl.Tag != "" {
-		if !kernel.ValidTag(fl.Tag) {
-			return b, f, 0, kernel.Errorf(kernel.Validation, "filter.tag must be 1 to 64 letters, digits, '.', '_', ':' or '-'; not %q", fl.Tag)
+		if err := kernel.CheckTag("filter.tag", fl.Tag); err != nil {
+			return b, f, 0, err
 		}
 		f.Tags = []string{fl.Tag}
 	}

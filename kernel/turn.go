@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -358,9 +359,26 @@ func checkTags(tags []string) error {
 		return invalid("tags must be at most %d, not %d", MaxTags, len(tags))
 	}
 	for i, t := range tags {
-		if !ValidTag(t) {
-			return invalid("tags[%d] must be 1 to 64 letters, digits, '.', '_', ':' or '-'; not %q", i, t)
+		if err := CheckTag("tags["+strconv.Itoa(i)+"]", t); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// CheckTag answers a Validation error naming field when tag is not a tag.
+func CheckTag(field, tag string) error {
+	if !ValidTag(tag) {
+		return invalid("%s must be 1 to 64 letters, digits, '.', '_', ':' or '-'; not %q", field, tag)
+	}
+	return nil
+}
+
+// CheckTurnState answers a Validation error naming field when state is
+// neither a Turn state nor "" (none asked for).
+func CheckTurnState(field, state string) error {
+	if state != "" && !slices.Contains(TurnStates(), state) {
+		return invalid("%s must be one of %s; not %q", field, strings.Join(TurnStates(), ", "), state)
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -689,8 +688,8 @@ func (h *Handler) listTurns(ctx context.Context, id identity, args []byte) (any,
 			return nil, err
 		}
 	}
-	if f.State != "" && !slices.Contains(kernel.TurnStates(), f.State) {
-		return nil, kernel.Errorf(kernel.Validation, "state must be one of %s; not %q", strings.Join(kernel.TurnStates(), ", "), f.State)
+	if err := kernel.CheckTurnState("state", f.State); err != nil {
+		return nil, err
 	}
 	if f.Priority != 0 && (f.Priority < kernel.MinPriority || f.Priority > kernel.MaxPriority) {
 		return nil, kernel.Errorf(kernel.Validation, "priority must be an integer from %d to %d; not %d", kernel.MinPriority, kernel.MaxPriority, f.Priority)
@@ -699,8 +698,8 @@ func (h *Handler) listTurns(ctx context.Context, id identity, args []byte) (any,
 		return nil, kernel.Errorf(kernel.Validation, "tags may name at most %d tags", kernel.MaxTags)
 	}
 	for _, tag := range f.Tags {
-		if !kernel.ValidTag(tag) {
-			return nil, kernel.Errorf(kernel.Validation, "tag must be 1 to 64 letters, digits, '.', '_', ':' or '-'; not %q", tag)
+		if err := kernel.CheckTag("tag", tag); err != nil {
+			return nil, err
 		}
 	}
 	limit, err := h.limit(b.Limit)
