@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -35,7 +36,7 @@ func secretKey(dir string) ([]byte, error) {
 	path := filepath.Join(dir, "secret-key")
 	b, err := os.ReadFile(path)
 	if err == nil {
-		k, err := base64.StdEncoding.DecodeString(string(trimNL(b)))
+		k, err := base64.StdEncoding.DecodeString(string(bytes.TrimRight(b, "\r\n ")))
 		if err != nil || len(k) < 16 {
 			return nil, fmt.Errorf("%s must hold base64 of at least 16 bytes", path)
 		}

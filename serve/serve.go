@@ -14,6 +14,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -474,7 +475,7 @@ func adminToken(dir string) (token, path string, err error) {
 	path = filepath.Join(dir, "admin-token")
 	b, err := os.ReadFile(path)
 	if err == nil {
-		if t := string(trimNL(b)); t != "" {
+		if t := string(bytes.TrimRight(b, "\r\n ")); t != "" {
 			return t, path, nil
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -489,13 +490,6 @@ func adminToken(dir string) (token, path string, err error) {
 		return "", "", fmt.Errorf("write admin token: %w", err)
 	}
 	return token, path, nil
-}
-
-func trimNL(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // redactURL hides a password in a NATS URL.
