@@ -211,6 +211,14 @@ class Client:
     ) -> Any:
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         req = Request(method, self._url(path, query), self._headers("application/json", data is not None, key, bearer), data, timeout)
+        raw = self._exchange(req, abort)
+        if not raw.strip():
+            return None
+        return json.loads(raw)
+
+    def _exchange(self, req: Request, abort: Optional[Abort]) -> bytes:
+        """Sends req once and answers the body of a 200; any other status is
+        raised as its error."""
         resp = self.transport(req, abort)
         try:
             raw = resp.read()
@@ -218,9 +226,7 @@ class Client:
             resp.close()
         if resp.status != 200:
             raise error_from(resp.status, raw, resp.header("Retry-After"))
-        if not raw.strip():
-            return None
-        return json.loads(raw)
+        return raw
 
     def _call(
         self,
@@ -272,14 +278,7 @@ class Client:
         """The Prometheus text of /metrics (loopback clients only, unless the
         server says otherwise)."""
         req = Request("GET", self.base_url + "/metrics", self._headers("text/plain", False, None, None), None, self.timeout)
-        resp = self.transport(req, None)
-        try:
-            raw = resp.read()
-        finally:
-            resp.close()
-        if resp.status != 200:
-            raise error_from(resp.status, raw, resp.header("Retry-After"))
-        return raw.decode()
+        return self._exchange(req, None).decode()
 
     # ---- admin surface
 
