@@ -128,12 +128,10 @@ func (s *Server) fail(w http.ResponseWriter, err error) { writeError(w, err, s.l
 // authed authenticates the request and puts the principal in its context.
 func (s *Server) authed(h httprouter.Handle) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		key, known := s.knownCredential(r, false)
-		if !known {
-			if err := s.checkThrottle(r); err != nil {
-				s.fail(w, err)
-				return
-			}
+		key, err := s.passThrottle(r, false)
+		if err != nil {
+			s.fail(w, err)
+			return
 		}
 		p, until, err := s.auth.authenticate(r)
 		if err != nil {

@@ -77,12 +77,10 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, _ httprouter.
 		s.fail(w, errf(KindForbidden, "the Origin of this websocket request is not allowed (scheme, host and port must match an entry of CORS_ALLOWED_ORIGINS)"))
 		return
 	}
-	key, known := s.knownCredential(r, true)
-	if !known {
-		if err := s.checkThrottle(r); err != nil {
-			s.fail(w, err)
-			return
-		}
+	key, err := s.passThrottle(r, true)
+	if err != nil {
+		s.fail(w, err)
+		return
 	}
 	p, ticket, until, err := s.auth.authenticateWebSocket(r)
 	if err != nil {

@@ -22,10 +22,10 @@ import (
 // TestRuntimeServesAValidTokenDuringAFlood: a hosted-mode runtime, a real
 // client at 127.0.0.2 with a valid token, and a flood of wrong tokens
 // (garbage, and tokens signed with a key the runtime does not know) from the
-// same address. Once the client has authenticated, every one of its requests
-// during the flood is served (GET /me, POST ws-ticket, a websocket dial with
-// the ticket), while the flood is answered 401 for the burst and 429 with
-// Retry-After after it.
+// same address. Every one of the client's requests during the flood is
+// served (GET /me, POST ws-ticket, a websocket dial with the ticket, and a
+// valid token it had not used before), while the flood is answered 401 for
+// the burst and 429 with Retry-After after it.
 func TestRuntimeServesAValidTokenDuringAFlood(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "rt.db")
 	var out, errb bytes.Buffer
@@ -106,6 +106,14 @@ func TestRuntimeServesAValidTokenDuringAFlood(t *testing.T) {
 			break
 		}
 		served += 2
+		if served == 10 {
+			// A valid token this runtime has never seen, first sent from
+			// the flooded address: its signature holds, so it is served.
+			fresh := authntest.Sign(t, jwt.SigningMethodEdDSA, key, "k1", jwt.MapClaims{"iss": jwks.URL(), "aud": jwks.URL(), "sub": "user-2", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}, nil)
+			if status, _, body, err := send(client, "GET", "/api/v1/auth/me", fresh); err != nil || status != http.StatusOK {
+				t.Errorf("GET /me with a valid token never seen before, during the flood = %d %s %v, want 200", status, body, err)
+			}
+		}
 		if served == 20 {
 			var tr struct{ Ticket string }
 			json.Unmarshal(body, &tr)
