@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -86,8 +88,9 @@ func readMeta(f *os.File, off int64) (boltMeta, error) {
 // ErrDamaged that says what is wrong otherwise. It holds a shared lock on
 // the file while it checks, so no writer can start meanwhile.
 //
-// A changed byte inside a stored value passes: bbolt keeps no checksum of
-// values, so only structure is checked.
+// bbolt keeps no checksum of pages, so a changed byte inside a stored value
+// passes bbolt's check; it fails Check when the file was closed cleanly,
+// whose pages in use were then summed (pagesum.go).
 func Check(path string) error {
 	f, err := openForCheck(path)
 	if f == nil {
@@ -120,7 +123,11 @@ func check(f *os.File, path string) error {
 	if err != nil {
 		return fmt.Errorf("projection: check %s: %w", path, err)
 	}
-	if err := checkStructure(f, fi.Size()); err != nil {
+	m, sum, err := checkStructure(f, fi.Size())
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
+	}
+	if err := checkPageSum(path, m, sum); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
 	}
 	if err := checkPages(path); errors.Is(err, ErrInUse) {
@@ -131,9 +138,11 @@ func check(f *os.File, path string) error {
 	return nil
 }
 
-func checkStructure(f *os.File, size int64) error {
+// checkStructure checks the structure of f, size bytes long, and returns
+// its current meta and the checksum of its pages in use (scanPages).
+func checkStructure(f *os.File, size int64) (boltMeta, uint32, error) {
 	if size == 0 {
-		return errors.New("the file is empty")
+		return boltMeta{}, 0, errors.New("the file is empty")
 	}
 	// The first meta page is at 0; the second one page size further. Should
 	// the first be damaged, look for the second at the usual page sizes.
@@ -158,7 +167,7 @@ func checkStructure(f *os.File, size int64) error {
 		}
 	}
 	if len(metas) == 0 {
-		return errors.Join(errs...)
+		return boltMeta{}, 0, errors.Join(errs...)
 	}
 	m := metas[0]
 	for _, o := range metas[1:] {
@@ -167,15 +176,16 @@ func checkStructure(f *os.File, size int64) error {
 		}
 	}
 	if m.pageSize < 512 || m.pageSize&(m.pageSize-1) != 0 {
-		return fmt.Errorf("page size %d", m.pageSize)
+		return m, 0, fmt.Errorf("page size %d", m.pageSize)
 	}
 	if need := int64(m.pgid) * int64(m.pageSize); size < need {
-		return fmt.Errorf("truncated: %d bytes, but its %d pages need %d", size, m.pgid, need)
+		return m, 0, fmt.Errorf("truncated: %d bytes, but its %d pages need %d", size, m.pgid, need)
 	}
 	if m.root >= m.pgid || (m.freelist != noFreelist && m.freelist >= m.pgid) {
-		return fmt.Errorf("root page %d or freelist page %d above the high-water mark %d", m.root, m.freelist, m.pgid)
+		return m, 0, fmt.Errorf("root page %d or freelist page %d above the high-water mark %d", m.root, m.freelist, m.pgid)
 	}
-	return scanPages(f, m)
+	sum, err := scanPages(f, m)
+	return m, sum, err
 }
 
 // bbolt's page flags.
@@ -190,20 +200,23 @@ const (
 // answers here, not in the mmap), and checks the header of every page in
 // use: a page that bbolt's free list does not hold starts with its own id
 // and a known kind, and is followed by the overflow pages its header counts.
-// A zeroed or overwritten stretch of the file fails here. This check runs
-// on every start and costs a fraction of bbolt's own check (BenchmarkCheck),
-// which runs only on a file that was not closed cleanly (checkPages).
-func scanPages(f *os.File, m boltMeta) error {
+// A zeroed or overwritten stretch of the file fails here. It returns the
+// CRC-32C of the bytes of every page in use, in page order (the meta
+// pages and free pages left out), which checkPageSum compares with the one
+// taken when the file was closed cleanly. This check runs on every start
+// and costs a fraction of bbolt's own check (BenchmarkCheck), which runs
+// only on a file that was not closed cleanly (checkPages).
+func scanPages(f *os.File, m boltMeta) (uint32, error) {
 	free, err := readFreelist(f, m)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	ps := int64(m.pageSize)
 	const chunkPages = 256
 	buf := make([]byte, chunkPages*ps)
 	var base uint64 = ^uint64(0) // the first page in buf
 	var inBuf uint64
-	header := func(id uint64) ([]byte, error) {
+	page := func(id uint64) ([]byte, error) {
 		if id < base || id >= base+inBuf {
 			n, err := f.ReadAt(buf, int64(id)*ps)
 			if err != nil && !errors.Is(err, io.EOF) {
@@ -215,37 +228,41 @@ func scanPages(f *os.File, m boltMeta) error {
 			}
 		}
 		off := (id - base) * uint64(ps)
-		return buf[off : off+pageHeaderSize], nil
+		return buf[off : off+uint64(ps)], nil
 	}
 	le := binary.LittleEndian
+	var sum uint32
 	for id := uint64(2); id < m.pgid; { // 0 and 1 are the meta pages, checked already
 		if free[id] {
 			id++
 			continue
 		}
-		h, err := header(id)
+		p, err := page(id)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		got, flags, overflow := le.Uint64(h[0:]), le.Uint16(h[8:]), le.Uint32(h[12:])
+		got, flags, overflow := le.Uint64(p[0:]), le.Uint16(p[8:]), le.Uint32(p[12:])
 		if got != id {
-			return fmt.Errorf("page %d in use identifies itself as page %d", id, got)
+			return 0, fmt.Errorf("page %d in use identifies itself as page %d", id, got)
 		}
 		if flags != branchPage && flags != leafPage && flags != freelistPage {
-			return fmt.Errorf("page %d in use has flags %#x", id, flags)
+			return 0, fmt.Errorf("page %d in use has flags %#x", id, flags)
 		}
 		if id+1+uint64(overflow) > m.pgid {
-			return fmt.Errorf("page %d runs %d pages past the high-water mark %d", id, overflow, m.pgid)
+			return 0, fmt.Errorf("page %d runs %d pages past the high-water mark %d", id, overflow, m.pgid)
 		}
-		// Overflow pages are read too, for the disk's sake.
+		sum = crc32.Update(sum, castagnoli, p)
+		// Overflow pages are read and summed too.
 		for o := id + 1; o <= id+uint64(overflow); o++ {
-			if _, err := header(o); err != nil {
-				return err
+			p, err := page(o)
+			if err != nil {
+				return 0, err
 			}
+			sum = crc32.Update(sum, castagnoli, p)
 		}
 		id += 1 + uint64(overflow)
 	}
-	return nil
+	return sum, nil
 }
 
 // readFreelist reads the page ids of bbolt's free list (free and pending
@@ -327,9 +344,10 @@ func checkPages(path string) (err error) {
 }
 
 // MoveAside renames the file at path to path.damaged-<time> (UTC, to the
-// second) and returns the new name. It renames only a file it holds the
-// exclusive lock of: one another process has open is left where it is, with
-// an error wrapping ErrInUse.
+// second; -2, -3… after it when one of that second is there already), its
+// page sum along with it, and returns the new name. It renames only a file
+// it holds the exclusive lock of: one another process has open is left
+// where it is, with an error wrapping ErrInUse.
 func MoveAside(path string, now time.Time) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -355,9 +373,16 @@ func moveAside(f *os.File, path string, now time.Time) (string, error) {
 		return "", fmt.Errorf("%w: %s was replaced while it was checked", ErrInUse, path)
 	}
 	aside := path + ".damaged-" + now.UTC().Format("20060102T150405Z")
+	for i := 2; ; i++ { // never over an earlier one of the same second
+		if _, err := os.Lstat(aside); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		aside = path + ".damaged-" + now.UTC().Format("20060102T150405Z") + "-" + strconv.Itoa(i)
+	}
 	if err := os.Rename(path, aside); err != nil {
 		return "", fmt.Errorf("projection: move aside %s: %w", path, err)
 	}
+	os.Rename(path+sumSuffix, aside+sumSuffix) // kept beside the file it describes; none is fine
 	if d, err := os.Open(filepath.Dir(path)); err == nil {
 		d.Sync()
 		d.Close()

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -65,6 +66,39 @@ var damages = map[string]func(t *testing.T, path string){
 		if err := os.Truncate(path, 0); err != nil {
 			t.Fatal(err)
 		}
+	},
+	"a stray write inside a page in use": func(t *testing.T, path string) {
+		// 32 bytes in the middle of a leaf page past the middle of the file,
+		// its header left alone: bbolt's check and the page headers pass.
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		m, err := readMeta(f, 0)
+		if m1, err1 := readMeta(f, int64(m.pageSize)); err != nil || err1 == nil && m1.txid > m.txid {
+			m, err = m1, err1
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		free, err := readFreelist(f, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := int64(m.pageSize)
+		h := make([]byte, pageHeaderSize)
+		for id := m.pgid / 2; id < m.pgid; id++ {
+			f.ReadAt(h, int64(id)*ps)
+			if free[id] || binary.LittleEndian.Uint64(h) != id || binary.LittleEndian.Uint16(h[8:]) != leafPage {
+				continue
+			}
+			if _, err := f.WriteAt(bytes.Repeat([]byte{0x5a}, 32), int64(id)*ps+ps/2); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Fatal("no leaf page in use in the second half of the file")
 	},
 	"first meta page zeroed": func(t *testing.T, path string) {
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -271,12 +305,13 @@ func TestALockedFileIsInUseNeverDamaged(t *testing.T) {
 	s2.Close()
 }
 
-// The check on open reads every page header (scanPages); bbolt's own check
-// of every page's contents runs only on a file that was not closed cleanly.
-// A leaf page whose header is intact but whose first two keys are swapped
-// shows the difference: a file closed cleanly passes (only its headers are
-// read), one left by a crashed process does not (bbolt's check finds the
-// keys out of order).
+// The check on open reads every page in use (scanPages); bbolt's own check
+// of every page's contents runs only on a file that was not closed cleanly,
+// and a file closed cleanly is compared with the sum of its pages taken at
+// close (pagesum.go). A leaf page whose header is intact but whose first two
+// keys are swapped shows each: a file closed cleanly fails on its sum (and,
+// without a sum, passes: only its headers are read); one left by a crashed
+// process fails bbolt's check (the keys out of order).
 func TestCheckOfPagesRunsOnAFileNotClosedCleanly(t *testing.T) {
 	le := binary.LittleEndian
 	swapKeys := func(t *testing.T, path string) {
@@ -328,8 +363,14 @@ func TestCheckOfPagesRunsOnAFileNotClosedCleanly(t *testing.T) {
 
 	path, _ := filledFile(t)
 	swapKeys(t, path)
+	if err := Check(path); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "changed since it was closed cleanly") {
+		t.Errorf("Check(file closed cleanly, two keys swapped) = %v, want ErrDamaged from the sum of its pages", err)
+	}
+	if err := os.Remove(path + sumSuffix); err != nil {
+		t.Fatal(err)
+	}
 	if err := Check(path); err != nil {
-		t.Errorf("Check(file closed cleanly, two keys swapped) = %v, want nil: only its headers are read", err)
+		t.Errorf("Check(file closed cleanly without a sum, two keys swapped) = %v, want nil: only its headers are read", err)
 	}
 
 	// A file written without fsync whose process died: it keeps its mark.
@@ -352,5 +393,49 @@ func TestCheckOfPagesRunsOnAFileNotClosedCleanly(t *testing.T) {
 	swapKeys(t, path)
 	if err := Check(path); !errors.Is(err, ErrDamaged) {
 		t.Errorf("Check(file not closed cleanly, two keys swapped) = %v, want ErrDamaged from bbolt's check", err)
+	}
+}
+
+// TestThePageSumDescribesOnlyTheFileAsClosed: a sum is written at a clean
+// close; opening the file for writing removes it, and a file reopened,
+// written and closed again is summed anew, so a sound file never fails on a
+// sum of an older state; a file moved aside takes its sum with it.
+func TestThePageSumDescribesOnlyTheFileAsClosed(t *testing.T) {
+	path, _ := filledFile(t)
+	old, err := os.ReadFile(path + sumSuffix)
+	if err != nil {
+		t.Fatalf("no sum after a clean close: %v", err)
+	}
+	s, err := Open(path, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + sumSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the sum is still there once the file is open for writing: %v", err)
+	}
+	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bktMeta).Put([]byte("test"), make([]byte, 9000)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(path); err != nil {
+		t.Errorf("Check(file written again and closed) = %v, want nil", err)
+	}
+	if err := os.WriteFile(path+sumSuffix, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(path); err != nil {
+		t.Errorf("Check(file with the sum of its older state) = %v, want nil (a sum of another txid is ignored)", err)
+	}
+	aside, err := MoveAside(path, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(aside + sumSuffix); err != nil {
+		t.Errorf("the sum did not go aside with its file: %v", err)
+	}
+	if _, err := os.Stat(path + sumSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a sum is left where the file was: %v", err)
 	}
 }

@@ -170,6 +170,10 @@ func Open(path string, cfg Config) (*Store, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("projection: open %s: %w", path, err)
 	}
+	if err := removePageSum(path); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := markUnsynced(db, cfg.Boot); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("projection: open %s: %w", path, err)
@@ -224,7 +228,17 @@ func (s *Store) Close() error {
 			return err
 		}
 	}
-	return s.db.Close()
+	path := s.db.Path()
+	if err := s.db.Close(); err != nil {
+		return err
+	}
+	if s.ReadFailure() != "" {
+		return nil // a damaged file is not vouched for
+	}
+	if err := writePageSum(path); err != nil {
+		return fmt.Errorf("projection: close: sum the pages: %w", err)
+	}
+	return nil
 }
 
 // Checkpoint returns the ledger_seq of the last applied event (0 when none).
