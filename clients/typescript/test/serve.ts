@@ -1,11 +1,11 @@
 // Starts a real `turnledger serve` for the tests: the binary is
-// $TURNLEDGER_BIN, else it is built once with `go build` from the repository
-// root. Each Serve listens on a kernel-assigned loopback port with its own
+// $TURNLEDGER_BIN, else it is built with `go build` from the repository
+// root once per test run. Each Serve listens on a kernel-assigned loopback port with its own
 // data directory and a random admin token; close() kills it.
 
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, renameSync, rmSync, mkdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,15 +19,32 @@ const repo = resolve(here, "..", "..", "..", "..");
 
 export function binary(): string {
   if (process.env.TURNLEDGER_BIN) return process.env.TURNLEDGER_BIN;
-  const dir = join(tmpdir(), "turnledger-ts-bin");
+  // One build per test run, from the source as it is now: the test files of
+  // one `node --test` run are children of one runner, whose pid names it.
+  const dir = join(tmpdir(), `turnledger-ts-bin-${process.ppid}`);
   const out = join(dir, "turnledger");
   if (!existsSync(out)) {
+    removeBuildsOfEndedRuns();
     mkdirSync(dir, { recursive: true });
     const tmp = `${out}.${process.pid}`;
     execFileSync("go", ["build", "-o", tmp, "./cmd/turnledger"], { cwd: repo, stdio: "inherit" });
     renameSync(tmp, out); // atomic: test files building at once each get a whole binary
   }
   return out;
+}
+
+// removeBuildsOfEndedRuns removes the binaries built for test runs whose
+// runner is gone.
+function removeBuildsOfEndedRuns(): void {
+  for (const name of readdirSync(tmpdir())) {
+    const m = /^turnledger-ts-bin-(\d+)$/.exec(name);
+    if (!m || Number(m[1]) === process.ppid) continue;
+    try {
+      process.kill(Number(m[1]), 0); // still running
+    } catch {
+      rmSync(join(tmpdir(), name), { recursive: true, force: true });
+    }
+  }
 }
 
 export class Serve {
