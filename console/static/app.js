@@ -454,7 +454,7 @@
     // The lists read only in part, each with where the reading stopped.
     const cut = [];
     const cutList = (id, list, what, filters) => {
-      if (!list.complete) cut.push({id, what, n: list.items.length, href: link(p, 'turns') + qs(Object.assign({}, filters, {after: list.next}))});
+      if (!list.complete) cut.push({id, what, n: list.items.length, href: link(p, 'turns') + qs(Object.assign({}, filters, {after: list.next, order: 'oldest'}))});
     };
     cutList('queued', queued, 'queued Turns (for targets that cannot take them)', {state: 'queued'});
     cutList('claimed', claimed, 'claimed Turns (for claims past their expiry)', {state: 'claimed'});
@@ -568,6 +568,10 @@
       awaiting_input: q.get('awaiting_input') === 'true' ? 'true' : '',
       stop_requested_only: q.get('stop_requested_only') === 'true' ? 'true' : '', limit: q.get('limit') || '50'};
     const after = q.get('after') || '';
+    // Newest first unless the route asks for oldest (the API's own default
+    // is oldest first: the console asks for order=newest).
+    const order = q.get('order') === 'oldest' ? 'oldest' : 'newest';
+    const hashOrder = order === 'oldest' ? 'oldest' : '';
     const opt = (v, cur) => h('option', {value: v, selected: v === cur}, v || 'any');
     const form = h('form', {class: 'filters', id: 'turn-filters', role: 'search'},
       h('label', {}, 'State', h('select', {name: 'state'}, ['', ...STATES].map((v) => opt(v, f.state)))),
@@ -584,19 +588,23 @@
       ev.preventDefault();
       const n = {state: form.state.value, outcome: form.outcome.value, priority: form.priority.value, turn_kind: form.turn_kind.value.trim(),
         target_agent_id: form.target_agent_id.value.trim(), tag: form.tag.value.trim(), awaiting_input: form.awaiting_input.checked ? 'true' : '',
-        stop_requested_only: form.stop_requested_only.checked ? 'true' : '', limit: form.limit.value === '50' ? '' : form.limit.value};
+        stop_requested_only: form.stop_requested_only.checked ? 'true' : '', limit: form.limit.value === '50' ? '' : form.limit.value, order: hashOrder};
       location.hash = link(p, 'turns') + qs(n);
     });
     view.replaceChildren(h('h1', {}, `Turns of ${p}`), form, h('p', {class: 'muted'}, 'loading…'));
     let page;
     try {
-      page = await api('GET', `${pp(p)}/projection/turns` + qs(Object.assign({}, f, {after_ledger_seq: after})));
+      page = await api('GET', `${pp(p)}/projection/turns` + qs(Object.assign({}, f, {after_ledger_seq: after, order})));
     } catch (e) { view.lastChild.replaceWith(errorBox(e)); return; }
-    const here = Object.assign({}, f, {limit: f.limit === '50' ? '' : f.limit});
-    const pager = h('nav', {class: 'pager', 'aria-label': 'Pages'},
+    const here = Object.assign({}, f, {limit: f.limit === '50' ? '' : f.limit, order: hashOrder});
+    // The order control flips the order and starts again from the first page.
+    const sort = h('a', {class: 'button quiet', id: 'sort-order', 'data-order': order, title: 'Change the order',
+      href: link(p, 'turns') + qs(Object.assign({}, here, {order: order === 'newest' ? 'oldest' : ''}))},
+    order === 'newest' ? 'Newest first ↓' : 'Oldest first ↑');
+    const pager = h('nav', {class: 'pager', 'aria-label': 'Pages'}, sort,
       after ? h('a', {class: 'button quiet', href: link(p, 'turns') + qs(here)}, 'First page') : '',
       page.has_more ? h('a', {class: 'button', id: 'next-page', href: link(p, 'turns') + qs(Object.assign({}, here, {after: page.next_after_ledger_seq}))}, 'Next page') : '',
-      h('span', {class: 'muted'}, `${page.items.length} shown` + (after ? `, dispatched after ledger_seq ${after}` : '') + (page.has_more ? '; more follow' : '; end of list')));
+      h('span', {class: 'muted'}, `${page.items.length} shown` + (after ? `, dispatched ${order === 'newest' ? 'before' : 'after'} ledger_seq ${after}` : '') + (page.has_more ? '; more follow' : '; end of list')));
     view.lastChild.replaceWith(
       page.items.length === 0 ? h('p', {id: 'turns-empty'}, page.has_more ? 'None on this stretch of the ledger; follow Next page.' : 'No Turn matches.') :
         table(['Turn', 'Kind', 'Priority', 'State', 'Outcome', 'Target', 'Requested by', 'Tags', 'Attempts', 'Updated'], page.items.map((t) => [
