@@ -162,8 +162,9 @@ type trendRing struct {
 	gather prometheus.Gatherer
 	now    func() time.Time
 
-	mu      sync.Mutex
-	prev    trendTotals // the cumulative values of the last gathering
+	sampling sync.Mutex // one gathering at a time, so that they apply in the order they read
+	mu       sync.Mutex
+	prev     trendTotals // the cumulative values of the last gathering
 	minutes [trendMinutes + 1]trendMinute
 }
 
@@ -206,6 +207,8 @@ func (tr *trendRing) run(ctx context.Context) {
 // sample gathers the registry and adds what moved since the last
 // gathering to the current minute.
 func (tr *trendRing) sample() {
+	tr.sampling.Lock()
+	defer tr.sampling.Unlock()
 	fams, _ := tr.gather.Gather() // a failing collector leaves its metrics out; the others are read
 	cur := readTotals(fams)
 	tr.mu.Lock()
