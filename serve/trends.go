@@ -165,7 +165,7 @@ type trendRing struct {
 	sampling sync.Mutex // one gathering at a time, so that they apply in the order they read
 	mu       sync.Mutex
 	prev     trendTotals // the cumulative values of the last gathering
-	minutes [trendMinutes + 1]trendMinute
+	minutes  [trendMinutes + 1]trendMinute
 }
 
 // trendTotals are the cumulative values read from one gathering.
