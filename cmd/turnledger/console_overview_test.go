@@ -148,6 +148,24 @@ func TestConsoleOverview(t *testing.T) {
 			}
 		}
 		consoleShot(t, ctx, fmt.Sprintf("overview-known-%d.png", size[0]))
+		consoleDocsCopy(t, fmt.Sprintf("overview-known-%d.png", size[0]), fmt.Sprintf("overview-%d.png", size[0]))
+	}
+}
+
+// consoleDocsCopy copies the screenshot shot to docs/console/ as name when
+// TURNLEDGER_CONSOLE_DOCS=1 (how the documentation's are made: see
+// docs/console.md).
+func consoleDocsCopy(t *testing.T, shot, name string) {
+	t.Helper()
+	if os.Getenv("TURNLEDGER_CONSOLE_DOCS") != "1" {
+		return
+	}
+	buf, err := os.ReadFile(filepath.Join(consoleShotsDir(t), shot))
+	if err == nil {
+		err = os.WriteFile(filepath.Join("..", "..", "docs", "console", name), buf, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -155,8 +173,8 @@ func TestConsoleOverview(t *testing.T) {
 // and 390×844 — sign-in, projects, overview, stuck work, Turns, a finished
 // Turn with a final payload, agents, an agent, the live feed — and checks
 // that none scrolls sideways or shows an object as text (consoleShot). With
-// TURNLEDGER_CONSOLE_DOCS=1 the screenshots go to docs/console/ (how the
-// documentation's are made: see docs/console.md).
+// TURNLEDGER_CONSOLE_DOCS=1 the screenshots are copied to docs/console/ (how
+// the documentation's are made: see docs/console.md).
 func TestConsolePagesAtBothWidths(t *testing.T) {
 	dir := t.TempDir()
 	base, _ := startServe(t, dir)
@@ -166,18 +184,13 @@ func TestConsolePagesAtBothWidths(t *testing.T) {
 	token := strings.TrimPrefix(s.admin.headers["Authorization"], "Bearer ")
 	var reqs consoleRequests
 	ctx := consoleBrowser(t, &reqs)
-	shoot := consoleShot
-	if os.Getenv("TURNLEDGER_CONSOLE_DOCS") == "1" {
-		shoot = func(t *testing.T, ctx context.Context, name string) {
-			t.Helper()
-			consoleShot(t, ctx, name)
-			buf, err := os.ReadFile(filepath.Join(consoleShotsDir(t), name))
-			if err == nil {
-				err = os.WriteFile(filepath.Join("..", "..", "docs", "console", name), buf, 0o644)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+	// The documentation's overview is TestConsoleOverview's, of a known
+	// series; this one's is of the scenario's few minutes.
+	shoot := func(t *testing.T, ctx context.Context, name string) {
+		t.Helper()
+		consoleShot(t, ctx, name)
+		if !strings.HasPrefix(name, "overview-") {
+			consoleDocsCopy(t, name, name)
 		}
 	}
 	pages := []struct{ name, route, ready string }{
