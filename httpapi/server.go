@@ -174,6 +174,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	release, err := s.shed.admitInstance()
 	if err != nil {
+		if obs := s.cfg.Metrics.Observer; obs != nil { // shed before routing: no operationId yet
+			obs.ObserveRequest(OperationShed, r.Method, http.StatusServiceUnavailable, 0)
+		}
 		s.writeError(w, r, err)
 		return
 	}

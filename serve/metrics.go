@@ -19,7 +19,8 @@ import (
 // it. Metric names follow Prometheus conventions: the turnledger_ prefix,
 // base units, counters ending in _total, labels with few values (no ids).
 //
-//	turnledger_commands_total{command,result}        commands (POST/PUT routes) by operationId and result ("ok" or the status)
+//	turnledger_commands_total{command,result}        commands (POST/PUT routes) by operationId and result ("ok" or the status);
+//	                                                 shed at the instance's bound: command httpapi.OperationShed
 //	turnledger_command_duration_seconds{command}     command latency (a long-poll claim includes its wait)
 //	turnledger_reads_total{read,result}              reads (GET routes), event streams included
 //	turnledger_append_duration_seconds               ledger appends (JetStream publish with the expectation)
