@@ -466,8 +466,8 @@ func (a agent) headers() map[string]string {
 // credential.
 func register(ctx context.Context, adm *client.Client, project, id string, capacity int, grants ...string) (agent, error) {
 	_, err := adm.RegisterAgent(ctx, project, client.RegisterRequest{
-		Spec: client.AgentSpec{AgentID: id, Role: "bench", Description: "turnledger bench", Enabled: true, AcceptsWork: capacity > 0,
-			Capacity: capacity, Capabilities: []string{}, Grants: append([]string{}, grants...), PublicMetadata: json.RawMessage(`{}`)},
+		Spec: client.AgentSpec{AgentID: id, Role: "bench", Description: "turnledger bench", AcceptsWork: new(capacity > 0),
+			Capacity: new(capacity), Grants: grants},
 		Provenance: client.Provenance{Kind: "manual", ExternalRef: "turnledger bench"}})
 	if err != nil {
 		return agent{}, fmt.Errorf("register %s/%s: %w", project, id, err)

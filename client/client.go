@@ -26,6 +26,44 @@
 // over a feed through its event stream, reconnecting from the last
 // ledger_seq seen.
 //
+// # Registering an agent and getting its token
+//
+// An agent's program authenticates with three things: its project, its
+// agent id and a credential token (WithAgent). The token is shown once,
+// when it is made; the service keeps only its hash. It is made in one of
+// three ways, each by someone other than the program, who hands it over
+// (examples/worker reads it from TURNLEDGER_AGENT_TOKEN):
+//
+//   - The operator, with the admin token (data/admin-token of serve),
+//     bootstraps the agent in one call: RequestAgentCredentialTokens
+//     registers it when it is new (with the spec given, or the defaults)
+//     and answers a fresh token in CredentialMaterial.AgentCredentialToken
+//     (the same with curl is in docs/client.md).
+//   - An agent already registered (RegisterAgent, by the admin or an agent
+//     with the agents:register grant) gets a token from IssueCredential,
+//     asked by the admin or by an agent with the credentials:issue grant;
+//     IssuedCredential.Token holds it.
+//   - The operator creates a join invite (CreateJoinInvite), whose one-time
+//     join code travels to the program; the program redeems it with
+//     RedeemJoin on a client made without credentials, which registers the
+//     agent from the invite's spec and answers its token.
+//
+// The first way, from the operator's side and then the agent's:
+//
+//	adm, _ := client.New(url, client.WithAdminToken(adminToken))
+//	mat, err := adm.RequestAgentCredentialTokens(ctx, "demo", client.TokensRequest{
+//		AgentID: "writer",
+//		Spec:    &client.AgentSpec{Capabilities: []string{"summarize"}, Capacity: new(2)},
+//	})
+//	// … hand mat.AgentCredentialToken to the agent's program, which makes:
+//	w, _ := client.New(url, client.WithAgent("demo", "writer", mat.AgentCredentialToken))
+//
+// A token expires (Credential.ExpiresAt) and can be revoked
+// (RevokeCredential); ListCredentials shows an agent's credentials without
+// their tokens. RegisterRequest, TokensRequest and InviteRequest take the
+// one spec shape, AgentSpec; RegisterRequest also says where the
+// registration came from (Provenance, whose kinds are listed with it).
+//
 // # Scheduling
 //
 // A DispatchRequest may carry a schedule; every field is optional and a nil

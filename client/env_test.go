@@ -79,7 +79,7 @@ func (s *server) agentWith(t *testing.T, project, agent string, capacity int, hc
 	ctx := context.Background()
 	adm := s.admin(t)
 	_, err := adm.RegisterAgent(ctx, project, client.RegisterRequest{
-		Spec:       client.AgentSpec{AgentID: agent, Role: "worker", Enabled: true, AcceptsWork: true, Capacity: capacity, Capabilities: []string{"summarize"}, Grants: grants},
+		Spec:       client.AgentSpec{AgentID: agent, Role: "worker", Capacity: new(capacity), Capabilities: []string{"summarize"}, Grants: grants},
 		Provenance: client.Provenance{Kind: "test"},
 	})
 	if err != nil {

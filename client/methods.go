@@ -101,14 +101,8 @@ func (c *Client) RedeemJoinByoa(ctx context.Context, joinCode string) (*Credenti
 
 // RegisterAgent registers an agent or replaces its spec.
 func (c *Client) RegisterAgent(ctx context.Context, project string, r RegisterRequest) (*Agent, error) {
-	if r.Spec.Capabilities == nil {
-		r.Spec.Capabilities = []string{}
-	}
-	if r.Spec.Grants == nil {
-		r.Spec.Grants = []string{}
-	}
-	if r.Spec.PublicMetadata == nil {
-		r.Spec.PublicMetadata = json.RawMessage(`{}`)
+	if r.Provenance.Kind == "" {
+		r.Provenance.Kind = ProvenanceClient
 	}
 	var out Agent
 	_, err := c.do(ctx, "POST", projectPath(project, "/agents:register"), nil, r, &out)
@@ -579,6 +573,9 @@ func (c *Client) ListTurns(ctx context.Context, project string, q TurnQuery) (*P
 	}
 	flag(v, "awaiting_input", q.AwaitingInput)
 	flag(v, "stop_requested_only", q.StopRequestedOnly)
+	if q.NewestFirst {
+		v.Set("order", "newest")
+	}
 	if q.AfterLedgerSeq > 0 {
 		v.Set("after_ledger_seq", strconv.FormatUint(q.AfterLedgerSeq, 10))
 	}

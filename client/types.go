@@ -44,25 +44,64 @@ type Trace struct {
 	RecursionDepth *int    `json:"recursion_depth,omitempty"`
 }
 
-// AgentSpec is what registration says of an agent.
+// AgentSpec is an agent's spec, the one shape every route that registers
+// an agent takes: RegisterAgent (RegisterRequest.Spec),
+// RequestAgentCredentialTokens (TokensRequest.Spec) and CreateJoinInvite
+// (InviteRequest.Spec). A field left at its zero value is not sent and
+// takes the server's default: role "agent", enabled, accepting work,
+// capacity 1, no capabilities or grants, public metadata {}, the server's
+// claim lease. The three whose default is not their zero value are
+// pointers, so that false and 0 can be said; new(…) writes them inline:
+//
+//	client.AgentSpec{AgentID: "planner", Role: "planner", Grants: []string{"turns:dispatch"},
+//		AcceptsWork: new(false), Capacity: new(0)}
+//
+// AgentID may be left out where the request names the agent outside the
+// spec (TokensRequest, InviteRequest); RegisterRequest needs it.
 type AgentSpec struct {
-	AgentID        string          `json:"agent_id"`
-	Role           string          `json:"role"`
-	Description    string          `json:"description"`
-	Enabled        bool            `json:"enabled"`
-	AcceptsWork    bool            `json:"accepts_work"`
-	Capacity       int             `json:"capacity"`
-	Capabilities   []string        `json:"capabilities"`
-	Grants         []string        `json:"grants"`
-	PublicMetadata json.RawMessage `json:"public_metadata"`
+	AgentID        string          `json:"agent_id,omitempty"`
+	Role           string          `json:"role,omitempty"`
+	Description    string          `json:"description,omitempty"`
+	Enabled        *bool           `json:"enabled,omitempty"`      // nil: enabled
+	AcceptsWork    *bool           `json:"accepts_work,omitempty"` // nil: accepts work
+	Capacity       *int            `json:"capacity,omitempty"`     // nil: 1
+	Capabilities   []string        `json:"capabilities,omitempty"`
+	Grants         []string        `json:"grants,omitempty"`
+	PublicMetadata json.RawMessage `json:"public_metadata,omitempty"`
+	ClaimTTLS      int             `json:"claim_ttl_s,omitempty"` // the agent's claim lease in seconds; 0: the server's
 }
 
-// Provenance says where a registration came from.
+// ProfileSpec is AgentSpec, the one spec shape.
+//
+// Deprecated: use AgentSpec.
+type ProfileSpec = AgentSpec
+
+// Provenance says where a registration came from. Kind is free text of 1
+// to 128 characters naming the source (ProvenanceManual, "terraform",
+// "ci", …); the service itself writes ProvenanceAdminBootstrap and
+// ProvenanceJoinInvite. ExternalRef is the source's own reference (a file,
+// a ticket), PayloadHash a hash of what the source registered from, when it
+// has one.
 type Provenance struct {
 	Kind        string  `json:"kind"`
 	ExternalRef string  `json:"external_ref"`
 	PayloadHash *string `json:"payload_hash"`
 }
+
+// Provenance kinds.
+const (
+	// ProvenanceClient is the kind RegisterAgent sends when the request
+	// names none.
+	ProvenanceClient = "client"
+	// ProvenanceManual: a person registered the agent by hand.
+	ProvenanceManual = "manual"
+	// ProvenanceAdminBootstrap: registered by RequestAgentCredentialTokens
+	// (written by the service).
+	ProvenanceAdminBootstrap = "admin_bootstrap"
+	// ProvenanceJoinInvite: registered by redeeming a join invite (written
+	// by the service; ExternalRef is the invite's id).
+	ProvenanceJoinInvite = "join_invite"
+)
 
 // Turn is the Turn snapshot.
 type Turn struct {
@@ -333,7 +372,8 @@ type InviteCreated struct {
 
 // Requests.
 
-// RegisterRequest registers an agent or replaces its spec.
+// RegisterRequest registers an agent or replaces its spec. A Provenance
+// without a Kind is sent with Kind ProvenanceClient.
 type RegisterRequest struct {
 	Spec       AgentSpec  `json:"spec"`
 	Provenance Provenance `json:"provenance"`
@@ -494,34 +534,21 @@ type WorkMemoryRecord struct {
 	SourceRefs []any  `json:"source_refs"`
 }
 
-// ProfileSpec is the optional spec of an admin bootstrap or an invite;
-// nil fields take the server's defaults.
-type ProfileSpec struct {
-	Role           *string         `json:"role,omitempty"`
-	Description    string          `json:"description,omitempty"`
-	Enabled        *bool           `json:"enabled,omitempty"`
-	AcceptsWork    *bool           `json:"accepts_work,omitempty"`
-	Capacity       *int            `json:"capacity,omitempty"`
-	Capabilities   []string        `json:"capabilities,omitempty"`
-	Grants         []string        `json:"grants,omitempty"`
-	PublicMetadata json.RawMessage `json:"public_metadata,omitempty"`
-}
-
 // TokensRequest bootstraps an agent under admin policy.
 type TokensRequest struct {
-	AgentID    string       `json:"agent_id"`
-	Spec       *ProfileSpec `json:"spec,omitempty"`
-	Provenance *Provenance  `json:"provenance,omitempty"`
+	AgentID    string      `json:"agent_id"`
+	Spec       *AgentSpec  `json:"spec,omitempty"`
+	Provenance *Provenance `json:"provenance,omitempty"`
 }
 
 // InviteRequest creates a join invite.
 type InviteRequest struct {
-	AgentID          string       `json:"agent_id"`
-	ProfileKind      string       `json:"profile_kind"`
-	RuntimeKind      string       `json:"runtime_kind"`
-	ExpiresInSeconds *int64       `json:"expires_in_seconds,omitempty"`
-	SingleUse        *bool        `json:"single_use,omitempty"`
-	Spec             *ProfileSpec `json:"spec,omitempty"`
+	AgentID          string     `json:"agent_id"`
+	ProfileKind      string     `json:"profile_kind"`
+	RuntimeKind      string     `json:"runtime_kind"`
+	ExpiresInSeconds *int64     `json:"expires_in_seconds,omitempty"`
+	SingleUse        *bool      `json:"single_use,omitempty"`
+	Spec             *AgentSpec `json:"spec,omitempty"`
 }
 
 // FeedQuery is the cursor of a feed page: items after AfterLedgerSeq, at
@@ -561,6 +588,9 @@ type TurnQuery struct {
 	Tags              []string // Turns carrying every one of them
 	AwaitingInput     bool     // only Turns suspended for input
 	StopRequestedOnly bool
-	AfterLedgerSeq    uint64
-	Limit             int
+	// NewestFirst lists the newest dispatch first (order=newest); the
+	// default is oldest first. AfterLedgerSeq pages on in the order asked.
+	NewestFirst    bool
+	AfterLedgerSeq uint64
+	Limit          int
 }

@@ -11,6 +11,9 @@
 // Pages (hash routes, so the server serves one document):
 //
 //	#/                          projects (admin) or the agent's project
+//	#/overview                  the instance's last hour in charts (admin):
+//	                            GET /admin/v1/trends drawn as small SVG
+//	                            charts of the page's own (no library)
 //	#/p/{project}?limit=&pages= stuck work: queued Turns that cannot start and why,
 //	                            expired claims awaiting release, stops not yet done,
 //	                            projection lag; each list read at most pages pages
@@ -18,7 +21,8 @@
 //	                            that goes on beyond that
 //	#/p/{project}/agents        the agent directory
 //	#/p/{project}/agents/{id}   one agent: snapshot, drain/resume, its feed
-//	#/p/{project}/turns?…       Turns with the filters of projection/turns (state,
+//	#/p/{project}/turns?…       Turns, newest dispatch first (order=oldest flips
+//	                            it), with the filters of projection/turns (state,
 //	                            outcome, priority, kind, target, tag, waiting for
 //	                            input, stop requested), their priority and tags,
 //	                            cursor paging; Stop all and Retry all for the

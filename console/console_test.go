@@ -87,8 +87,11 @@ func TestMount(t *testing.T) {
 // TestNoExternalReferences checks the console's files name no other origin:
 // no URL with a scheme or a protocol-relative one, no @import, so that the
 // page makes no request beyond its own server (the CSP enforces it too).
+// The SVG namespace name, which createElementNS takes and nothing fetches,
+// is the one URL allowed.
 func TestNoExternalReferences(t *testing.T) {
 	external := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}|@import|url\(\s*['"]?(https?:|//)`)
+	const svgNamespace = "'http://www.w3.org/2000/svg'"
 	err := fs.WalkDir(os.DirFS("static"), ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -98,7 +101,7 @@ func TestNoExternalReferences(t *testing.T) {
 			return err
 		}
 		for i, line := range strings.Split(string(data), "\n") {
-			if m := external.FindString(line); m != "" {
+			if m := external.FindString(strings.Replace(line, svgNamespace, "''", 1)); m != "" {
 				t.Errorf("static/%s:%d names another origin: %q", path, i+1, m)
 			}
 		}

@@ -9,7 +9,7 @@
 # bearer token (default: the one serve keeps in $DATA/admin-token, DATA
 # defaulting to ./data). It works in project "demo" and runs once per data
 # directory: dispatch_key makes the dispatch idempotent, so a second run finds
-# its Turn finished. Each response is printed on one line, with its HTTP
+# its Turn finished, says so and stops before it claims anything. Each response is printed on one line, with its HTTP
 # status first when it is not 200; the README shows them (ids shortened), and
 # a test (TestWalkthroughScriptMatchesTheREADME) keeps the two in step.
 set -euo pipefail
@@ -67,12 +67,18 @@ api POST /v3r1/projects/demo/turns:dispatch "${AS_PLANNER[@]}" -d '{
   "dispatch_key": "release-notes-1", "authority": {"mode": "root_request", "request_id": "req-1"},
   "meta": {"note": "first turn"}, "trace": null}'
 TURN=$(jq -r .turn_id <<<"$OUT")
+if [ "$(jq -r .state <<<"$OUT")" != queued ]; then
+  # dispatch_key found the Turn of an earlier run: stop before claiming, so
+  # that no other Turn queued for writer is claimed and left behind.
+  echo "the walk-through ran on this data directory already: dispatch_key release-notes-1 is Turn $TURN, $(jq -r .state <<<"$OUT"); nothing was claimed. Run it against a fresh one (serve --data DIR)" >&2
+  exit 1
+fi
 
 # 4. The writer claims its oldest queued Turn (JSON null when there is none).
 api POST /v3r1/projects/demo/agents/writer/claims:claim "${AS_WRITER[@]}" \
   -d '{"agent": {"project_id": "demo", "agent_id": "writer"}}'
 if [ "$OUT" = null ]; then
-  echo "nothing to claim: the walk-through ran on this data directory already; run it against a fresh one (serve --data DIR)" >&2
+  echo "nothing to claim: is another worker claiming writer's Turns? The walk-through needs writer to itself" >&2
   exit 1
 fi
 CLAIM=$(jq -c .claim <<<"$OUT")   # passed back as it came: {project_id, turn_id, agent_id, token, expires_at}

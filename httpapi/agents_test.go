@@ -15,6 +15,7 @@ import (
 
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/internal/natstest"
+	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
 
@@ -311,15 +312,24 @@ func TestHeartbeatPresence(t *testing.T) {
 			t.Errorf("%s: projection/agents?agent_id=w = %+v, want presence %s", when, pg.Items, want)
 		}
 	}
-	e.clock.Advance(59 * time.Second)
-	presence("59s after the heartbeat", "online")
-	e.clock.Advance(2 * time.Second)
-	presence("61s after the heartbeat", "offline")
-
-	// An empty body is a heartbeat too.
+	// A heartbeat within kernel.HeartbeatQuiet of the last sighting
+	// records nothing: the agent stays online, seen when it was.
+	head := e.ledgerLast(t, "p1")
+	e.clock.Advance(kernel.HeartbeatQuiet - time.Second)
 	e.must(w, "POST", "/v3r1/projects/p1/management/agents/w:heartbeat-presence", nil, 200).decode(t, &v)
-	if v.Presence != "online" || !v.LastSeenAt.Equal(e.clock.Now()) {
-		t.Errorf("empty-body heartbeat = presence %s last_seen_at %v, want online, now", v.Presence, v.LastSeenAt)
+	if v.Presence != "online" || !v.LastSeenAt.Equal(seen) || e.ledgerLast(t, "p1") != head {
+		t.Errorf("a heartbeat %s after the last = presence %s last_seen_at %v, ledger at %d (was %d); want online, %s, nothing appended",
+			kernel.HeartbeatQuiet-time.Second, v.Presence, v.LastSeenAt, e.ledgerLast(t, "p1"), head, seen)
+	}
+	e.clock.Advance(kernel.PresenceWindow - kernel.HeartbeatQuiet)
+	presence("just under the presence window after the heartbeat", "online")
+	e.clock.Advance(2 * time.Second)
+	presence("just past the presence window after the heartbeat", "offline")
+
+	// An empty body is a heartbeat too; long after the last, it is recorded.
+	e.must(w, "POST", "/v3r1/projects/p1/management/agents/w:heartbeat-presence", nil, 200).decode(t, &v)
+	if v.Presence != "online" || !v.LastSeenAt.Equal(e.clock.Now()) || e.ledgerLast(t, "p1") != head+1 {
+		t.Errorf("empty-body heartbeat = presence %s last_seen_at %v, want online, now, one event", v.Presence, v.LastSeenAt)
 	}
 	// A manager may record another agent's presence; other agents may not.
 	e.must(mgr, "POST", "/v3r1/projects/p1/management/agents/other:heartbeat-presence", nil, 200).decode(t, &v)

@@ -14,11 +14,17 @@ import (
 // Observer receives what the API measures: one call per request of a route,
 // with the route's OpenAPI operationId (e.g. "dispatchTurn"), its method,
 // the status answered and how long it took (for a long-poll claim or an
-// event stream, the wait included). cmd/turnledger implements it with
+// event stream, the wait included); a request shed at the instance's bound
+// is observed as OperationShed with 503. cmd/turnledger implements it with
 // Prometheus metrics.
 type Observer interface {
 	ObserveRequest(operation, method string, status int, d time.Duration)
 }
+
+// OperationShed is the operation an Observer is given for a request shed
+// at the instance's in-flight bound, which is answered before the router
+// knows its route.
+const OperationShed = "shedBeforeRouting"
 
 // MetricsConfig is how the API serves /metrics.
 type MetricsConfig struct {

@@ -315,6 +315,7 @@ func parameters() m {
 		"stop_requested_only": q("stop_requested_only", "Only Turns with a stop requested.", flag),
 		"priority":            q("priority", "Only Turns of this priority (1 to 5).", tPriority),
 		"awaiting_input":      q("awaiting_input", "Only Turns suspended for input (true).", flag),
+		"order":               q("order", "Turn list order: oldest (the default) or newest dispatch first; after_ledger_seq then pages on in that order.", m{"type": "string", "enum": []string{OrderOldest, OrderNewest}}),
 		"tag":                 m{"name": "tag", "in": "query", "description": "Only Turns carrying this tag; repeat it for Turns carrying all of them.", "schema": m{"type": "array", "items": tTag}, "style": "form", "explode": true},
 		"enabled_only":        q("enabled_only", "Only enabled agents.", flag),
 		"accepts_work_only":   q("accepts_work_only", "Only agents accepting work and not drained.", flag),

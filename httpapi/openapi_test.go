@@ -9,10 +9,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/turnledger/turnledger/httpapi"
+	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
 )
 
@@ -125,7 +127,7 @@ func (d *apiDoc) validateRequest(t *testing.T, method, rawPath string, body any)
 // validates each request body and each response against the document's
 // schemas.
 func TestOpenAPIValidatesLifecycle(t *testing.T) {
-	e := newEnv(t)
+	e := newEnvOn(t, natstest.Start(t).ClientURL(), &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}, withKnownTrends)
 	d := loadDoc(t)
 	call := func(who as, method, path string, body any, want int) response {
 		t.Helper()
@@ -225,6 +227,7 @@ func TestOpenAPIValidatesLifecycle(t *testing.T) {
 	call(w, "GET", p+"/projection/feed", nil, 403)
 	call(asAdmin, "GET", p+"/turns/nope", nil, 404)
 	call(asAdmin, "GET", "/admin/v1/projects", nil, 200)
+	call(asAdmin, "GET", "/admin/v1/trends", nil, 200)
 	call(w, "POST", p+"/turns/"+tv.TurnID+":finish", map[string]any{"claim": c.Claim, "outcome": "succeeded"}, 409)
 	call(w, "POST", p+"/agents/w/claims:claim?wait=2m", map[string]any{"agent": ref("p", "w")}, 422)
 

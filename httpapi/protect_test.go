@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -105,7 +106,8 @@ func TestLoadSheddingPerProject(t *testing.T) {
 }
 
 func TestLoadSheddingPerInstanceSaysRetryAfter(t *testing.T) {
-	e := newEnvWith(t, func(c *httpapi.Config) { c.MaxInFlight = 1 })
+	obs := &observed{}
+	e := newEnvWith(t, func(c *httpapi.Config) { c.MaxInFlight, c.Metrics.Observer = 1, obs })
 	planner := e.register("p1", "planner", 0, "turns:dispatch")
 	e.register("p1", "w", 4)
 	h := holdRequest(t, e, planner, "POST", "/v3r1/projects/p1/turns:dispatch",
@@ -119,6 +121,13 @@ func TestLoadSheddingPerInstanceSaysRetryAfter(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("request beyond the instance bound = %d with Retry-After %q, want 503 with Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// The observer (the metrics, the overview's shed commands) sees it.
+	obs.mu.Lock()
+	seen := slices.Clone(obs.seen)
+	obs.mu.Unlock()
+	if !slices.Contains(seen, httpapi.OperationShed+" "+http.StatusText(http.StatusServiceUnavailable)) {
+		t.Errorf("the observer saw %q; want the shed request as %s", seen, httpapi.OperationShed)
 	}
 	// Health and readiness are never shed.
 	for _, p := range []string{"/healthz", "/readyz"} {

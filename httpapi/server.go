@@ -43,6 +43,9 @@ type Config struct {
 	Ready func(ctx context.Context) (any, bool)
 	// Diagnostics reports trouble (lag, failures) to show on projection pages.
 	Diagnostics func(ctx context.Context) []Diagnostic
+	// Trends makes the last hour of the instance for GET /admin/v1/trends
+	// (trends.go); nil answers 404.
+	Trends func(ctx context.Context) Trends
 	// MaxInFlight bounds the requests the instance serves at once, and
 	// MaxProjectInFlight those of one project; beyond either the request is
 	// answered 503 with Retry-After at once (0 turns a bound off).
@@ -171,6 +174,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	release, err := s.shed.admitInstance()
 	if err != nil {
+		if obs := s.cfg.Metrics.Observer; obs != nil { // shed before routing: no operationId yet
+			obs.ObserveRequest(OperationShed, r.Method, http.StatusServiceUnavailable, 0)
+		}
 		s.writeError(w, r, err)
 		return
 	}

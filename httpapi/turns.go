@@ -501,12 +501,28 @@ func (s *Server) reconcileExpired(w http.ResponseWriter, c *call) error {
 	return s.ok(w, reconcileResult{ProjectID: c.project, Released: ids, LedgerSeq: seq})
 }
 
+// The orders of the Turn list. The route's default stays oldest first, the
+// order it has always answered in (the spec names no order, and what a spec
+// route answers today does not change); order=newest is asked for, by the
+// console among others.
+const (
+	OrderOldest = "oldest"
+	OrderNewest = "newest"
+)
+
 func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
-	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "tag", "stop_requested_only", "after_ledger_seq", "limit")
+	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "tag", "stop_requested_only", "after_ledger_seq", "order", "limit")
 	if err != nil {
 		return err
 	}
 	var f projection.TurnFilter
+	switch o := q.str("order"); o {
+	case "", OrderOldest:
+	case OrderNewest:
+		f.NewestFirst = true
+	default:
+		return kernel.Errorf(kernel.Validation, "order must be %s or %s; not %q", OrderOldest, OrderNewest, o)
+	}
 	if f.TargetAgentID, err = q.id("target_agent_id"); err != nil {
 		return err
 	}

@@ -319,7 +319,25 @@ func (cmd SetAgentAdmission) decide(d decider) (*Event, error) {
 	return d.event(EvAgentResumed, AggAgent, cmd.AgentID, &AgentResumed{RequestedBy: cmd.RequestedBy}), nil
 }
 
-// Heartbeat records the agent's presence.
+// Presence is a coarse signal, not a fact the ledger needs every 30 s of:
+// an agent is seen by every event it causes (a claim, a renewal, a record,
+// a finish …) and by a heartbeat, and a heartbeat is recorded only when
+// the agent has not been seen for HeartbeatQuiet. A working agent then
+// records no heartbeat at all, and an idle one whose client reports every
+// 30 s records one every 5 minutes instead of 10 (the answer is the agent
+// as it stands, online). PresenceWindow, the time after which an agent
+// not seen is offline, outlasts the quiet interval and a client's
+// reporting interval (up to 2 minutes), so an agent that keeps reporting
+// never shows offline; one that stops shows offline 7 minutes after it was
+// last seen, where a claim's expiry (a minute by default) already says
+// that its work has stopped.
+const (
+	HeartbeatQuiet = 5 * time.Minute
+	PresenceWindow = 7 * time.Minute
+)
+
+// Heartbeat records the agent's presence (unless it was seen less than
+// HeartbeatQuiet ago: then nothing is recorded).
 type Heartbeat struct {
 	Common
 	AgentID string
@@ -338,6 +356,9 @@ func (cmd Heartbeat) decide(d decider) (*Event, error) {
 	}
 	if err := d.bodyAgent(cmd.Agent, cmd.AgentID); err != nil {
 		return nil, err
+	}
+	if a, _ := d.agent(cmd.AgentID); !a.LastSeen.IsZero() && d.now.Sub(a.LastSeen) < HeartbeatQuiet {
+		return nil, nil // seen recently: presence is known, nothing to record
 	}
 	return d.event(EvAgentHeartbeat, AggAgent, cmd.AgentID, &AgentHeartbeat{}), nil
 }

@@ -42,8 +42,8 @@ func TestAgentSnapshot(t *testing.T) {
 		want string
 	}{
 		{claim.Event.At, PresenceOnline},
-		{claim.Event.At.Add(59 * time.Second), PresenceOnline},
-		{claim.Event.At.Add(60 * time.Second), PresenceOffline},
+		{claim.Event.At.Add(kernel.PresenceWindow - time.Second), PresenceOnline},
+		{claim.Event.At.Add(kernel.PresenceWindow), PresenceOffline},
 		{claim.Event.At.Add(time.Hour), PresenceOffline},
 	} {
 		got, _ := s.Agent(proj, "w", tt.now)
@@ -67,7 +67,7 @@ func TestAgentSnapshot(t *testing.T) {
 	})
 	res := l.add(kernel.EvAgentResumed, proj, kernel.AggAgent, "w", admin(), &kernel.AgentResumed{RequestedBy: ref("b")})
 	mustApply(t, s, l.since(dr.Seq))
-	got, _ = s.Agent(proj, "w", res.Event.At.Add(2*time.Minute))
+	got, _ = s.Agent(proj, "w", res.Event.At.Add(kernel.PresenceWindow))
 	want = AgentView{
 		ProjectID: proj, AgentID: "w", Role: "tester", Enabled: false, AcceptsWork: true, Capacity: 1,
 		ActiveClaims: 1, FreeCapacity: 0, Capabilities: []string{"test"}, Grants: []string{}, PublicMetadata: raw(`{}`),

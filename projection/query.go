@@ -104,8 +104,8 @@ func (s *Store) Turns(project string, f TurnFilter, limit int) ([]TurnView, erro
 	return pg.Items, err
 }
 
-// TurnsPage lists the Turns that match f in dispatch order, after the cursor
-// f.AfterSeq. The index chosen (target agent, visibility, state, or all) is
+// TurnsPage lists the Turns that match f in dispatch order (newest first
+// with f.NewestFirst), after the cursor f.AfterSeq. The index chosen (target agent, visibility, state, or all) is
 // walked from the cursor; other filters are applied while walking, and the
 // walk stops after examining scanBudget(limit) Turns, so a page costs
 // O(limit) however many Turns a filter skips. It also stops before a
@@ -133,16 +133,31 @@ func (s *Store) TurnsPage(project string, f TurnFilter, limit int) (TurnsPage, e
 		default:
 			c, prefix = tx.Bucket(bktByDispatch).Cursor(), key(project)
 		}
-		start := prefix
-		if f.AfterSeq > 0 {
-			if f.AfterSeq == ^uint64(0) {
-				return nil
+		var k, id []byte
+		next := c.Next
+		switch {
+		case f.NewestFirst:
+			// Back from the first key at or past the bound: the Turns
+			// dispatched before the cursor, or the newest of all.
+			bound := f.AfterSeq
+			if bound == 0 {
+				bound = ^uint64(0)
 			}
-			start = appendSeq(append([]byte(nil), prefix...), f.AfterSeq+1)
+			if k, _ = c.Seek(appendSeq(append([]byte(nil), prefix...), bound)); k == nil {
+				k, id = c.Last()
+			} else {
+				k, id = c.Prev()
+			}
+			next = c.Prev
+		case f.AfterSeq == ^uint64(0):
+			return nil
+		case f.AfterSeq > 0:
+			k, id = c.Seek(appendSeq(append([]byte(nil), prefix...), f.AfterSeq+1))
+		default:
+			k, id = c.Seek(prefix)
 		}
 		scan, pageBytes := scanBudget(limit), s.pageBudget()
-		k, id := c.Seek(start)
-		for ; k != nil && bytes.HasPrefix(k, prefix); k, id = c.Next() {
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, id = next() {
 			if len(pg.Items) == limit || scan == 0 {
 				pg.HasMore = true
 				return nil

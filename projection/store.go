@@ -82,7 +82,7 @@ const DefaultCommitInterval = 5 * time.Millisecond
 // DefaultMaxPageBytes.
 func DefaultConfig() Config {
 	return Config{
-		PresenceWindow: 60 * time.Second,
+		PresenceWindow: kernel.PresenceWindow,
 		OpenTimeout:    5 * time.Second,
 		RetryInterval:  time.Second,
 		Now:            time.Now,

@@ -2,6 +2,7 @@ package projection
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -50,5 +51,68 @@ func TestTurnsPageScanBudget(t *testing.T) {
 	last, err := s.TurnsPage(proj, TurnFilter{AfterSeq: ^uint64(0)}, 10)
 	if err != nil || len(last.Items) != 0 || last.HasMore {
 		t.Errorf("page after the largest cursor = %+v, %v", last, err)
+	}
+}
+
+// TestTurnsPageNewestFirst: with NewestFirst the Turns come newest dispatch
+// first, through every index (all, by target, by state), and following the
+// cursor page by page gives each Turn once, down to the oldest; the default
+// order stays oldest first.
+func TestTurnsPageNewestFirst(t *testing.T) {
+	l := newEvents()
+	l.register("a", "worker", 1)
+	l.register("b", "worker", 1)
+	var all, ofA []string
+	for i := 0; i < 7; i++ {
+		id, target := fmt.Sprintf("t%d", i), "a"
+		if i%3 == 1 {
+			target = "b"
+		}
+		l.dispatch(id, target, "a", "k")
+		all = append(all, id)
+		if target == "a" {
+			ofA = append(ofA, id)
+		}
+	}
+	s := applied(t, l)
+	walk := func(f TurnFilter, limit int) []string {
+		t.Helper()
+		var got []string
+		for pages := 0; pages < 20; pages++ {
+			pg, err := s.TurnsPage(proj, f, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range pg.Items {
+				got = append(got, v.TurnID)
+			}
+			if !pg.HasMore {
+				return got
+			}
+			f.AfterSeq = pg.NextAfterSeq
+		}
+		t.Fatalf("filter %+v: no end after 20 pages", f)
+		return nil
+	}
+	reversed := func(s []string) []string {
+		out := append([]string(nil), s...)
+		slices.Reverse(out)
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		f    TurnFilter
+		want []string
+	}{
+		{"oldest first", TurnFilter{}, all},
+		{"newest first", TurnFilter{NewestFirst: true}, reversed(all)},
+		{"newest first of a target", TurnFilter{NewestFirst: true, TargetAgentID: "a"}, reversed(ofA)},
+		{"newest first of a state", TurnFilter{NewestFirst: true, State: "queued"}, reversed(all)},
+	} {
+		for _, limit := range []int{1, 2, 50} {
+			if diff := cmp.Diff(tc.want, walk(tc.f, limit)); diff != "" {
+				t.Errorf("%s, pages of %d (-want +got):\n%s", tc.name, limit, diff)
+			}
+		}
 	}
 }

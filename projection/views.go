@@ -139,8 +139,12 @@ type TurnFilter struct {
 	// VisibleTo, when set, keeps only the Turns whose target agent or
 	// requester is this agent (the read policy of an agent).
 	VisibleTo string
-	// AfterSeq is the cursor: only Turns dispatched after this ledger_seq.
+	// AfterSeq is the cursor: only Turns dispatched after this ledger_seq,
+	// or with NewestFirst before it (0: from the start of the order).
 	AfterSeq uint64
+	// NewestFirst walks the Turns newest dispatch first instead of oldest
+	// first; the cursor then goes on past AfterSeq in that order.
+	NewestFirst bool
 }
 
 // TurnsPage is a page of Turns in dispatch order.

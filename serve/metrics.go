@@ -19,7 +19,8 @@ import (
 // it. Metric names follow Prometheus conventions: the turnledger_ prefix,
 // base units, counters ending in _total, labels with few values (no ids).
 //
-//	turnledger_commands_total{command,result}        commands (POST/PUT routes) by operationId and result ("ok" or the status)
+//	turnledger_commands_total{command,result}        commands (POST/PUT routes) by operationId and result ("ok" or the status);
+//	                                                 shed at the instance's bound: command httpapi.OperationShed
 //	turnledger_command_duration_seconds{command}     command latency (a long-poll claim includes its wait)
 //	turnledger_reads_total{read,result}              reads (GET routes), event streams included
 //	turnledger_append_duration_seconds               ledger appends (JetStream publish with the expectation)
@@ -28,6 +29,12 @@ import (
 //	turnledger_claims_expired_unreleased             claims past expires_at the reaper has not released yet
 //	turnledger_claim_long_polls_waiting              long-poll claims waiting now
 //	turnledger_sse_subscribers                       event streams open now
+//	turnledger_turns_dispatched_total                Turns dispatched (trends.go: counted as folded)
+//	turnledger_turns_finished_total{outcome}         Turns finished, by outcome
+//	turnledger_turn_claim_wait_seconds               dispatch to first claim
+//	turnledger_turn_run_seconds                      last claim to finish
+//	turnledger_turns_queued                          Turns queued now (projects loaded here)
+//	turnledger_turns_awaiting_input                  Turns suspended waiting for input now
 //
 // plus the Go runtime and process collectors.
 type metrics struct {
@@ -36,6 +43,7 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	reads    *prometheus.CounterVec
 	appends  prometheus.Histogram
+	turns    turnMetrics // counted by the projector's tap (trends.go)
 }
 
 func newMetrics() *metrics {
@@ -58,6 +66,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.commands, m.latency, m.reads, m.appends,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.turns = newTurnMetrics(m.reg)
 	return m
 }
 
@@ -110,6 +119,14 @@ func (m *metrics) watch(s *Service) {
 	gauge("turnledger_sse_subscribers", "Event streams open now.", func() float64 {
 		_, n := s.api.Waiting()
 		return float64(n)
+	})
+	gauge("turnledger_turns_queued", "Turns queued now, in the projects loaded on this instance.", func() float64 {
+		q, _ := s.openCounts()
+		return float64(q)
+	})
+	gauge("turnledger_turns_awaiting_input", "Turns suspended waiting for input now, in the projects loaded on this instance.", func() float64 {
+		_, w := s.openCounts()
+		return float64(w)
 	})
 }
 

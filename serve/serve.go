@@ -150,6 +150,7 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	lag    lagWatch
+	trends *trendRing // the last hour, for GET /admin/v1/trends (trends.go)
 }
 
 // Start opens every part and starts serving. Close stops it.
@@ -205,6 +206,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if cfg.ProjectorSource != nil {
 		src = cfg.ProjectorSource(src)
 	}
+	src = newTurnTap(metrics.turns, cfg.Kernel.Now).source(src) // the Turn metrics (trends.go)
+	s.trends = newTrendRing(metrics.reg, cfg.Kernel.Now)
 	s.projector = projection.NewProjector(s.store, src)
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -238,6 +241,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	hcfg.AdminTokenHash = kernel.HashSecret(token)
 	hcfg.Ready = s.ready
 	hcfg.Diagnostics = s.diagnostics
+	hcfg.Trends = s.trends.Trends
 	hcfg.Now = cfg.Kernel.Now
 	hcfg.Metrics = httpapi.MetricsConfig{Handler: metrics.handler(), FromAnywhere: cfg.MetricsOpen, Observer: metrics}
 	hcfg.Logger = cfg.Logger
@@ -255,6 +259,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	metrics.watch(s)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.trends.run(runCtx)
+	}()
 	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}

@@ -24,7 +24,7 @@ func TestCLIReadsThroughTheAPI(t *testing.T) {
 	ctx := context.Background()
 	adm, _ := tl.New(base, tl.WithAdminToken(engineAdminToken(t, dir)))
 	if _, err := adm.RegisterAgent(ctx, "demo", tl.RegisterRequest{
-		Spec:       tl.AgentSpec{AgentID: "w", Role: "worker", Enabled: true, AcceptsWork: true, Capacity: 1, Capabilities: []string{"summarize"}},
+		Spec:       tl.AgentSpec{AgentID: "w", Role: "worker", Capabilities: []string{"summarize"}},
 		Provenance: tl.Provenance{Kind: "test"},
 	}); err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestFeedTailSaysWhatItFollows(t *testing.T) {
 	register := func(id string) {
 		t.Helper()
 		if _, err := adm.RegisterAgent(ctx, "demo", tl.RegisterRequest{
-			Spec:       tl.AgentSpec{AgentID: id, Role: "worker", Enabled: true, AcceptsWork: true, Capacity: 1},
+			Spec:       tl.AgentSpec{AgentID: id, Role: "worker"},
 			Provenance: tl.Provenance{Kind: "test"},
 		}); err != nil {
 			t.Fatal(err)

@@ -44,8 +44,8 @@ type consoleStuckRow struct {
 // for a Turn whose target is in that state: drained, disabled (registered
 // again with enabled false), not accepting work (registered again with
 // accepts_work false), at capacity (both its claims held), offline (last
-// seen longer ago than the presence window: serve's clock is set two
-// minutes back for its heartbeat) and never seen; a claim past its expiry
+// seen longer ago than the presence window: serve's clock is set ten
+// minutes back for its heartbeat, past kernel.PresenceWindow) and never seen; a claim past its expiry
 // (taken on that earlier clock with the default 60 s lease, the reaper off);
 // and two stops requested of claimed Turns, not yet stopped. Every row names
 // its reason and links to its Turn and its agent. Then, with the lists read
@@ -53,7 +53,7 @@ type consoleStuckRow struct {
 func TestConsoleStuckReasons(t *testing.T) {
 	dir := t.TempDir()
 	clock := &testclock.Offset{}
-	clock.Set(-2 * time.Minute)
+	clock.Set(-10 * time.Minute)
 	base := startConsoleService(t, dir, clock.Now)
 	admin := adminClient(t, base, dir)
 	const project = "ops"
@@ -97,8 +97,8 @@ func TestConsoleStuckReasons(t *testing.T) {
 		}, 200)
 	}
 
-	// Two minutes ago: gone-a was last seen, and late-a took a claim whose
-	// 60 s lease ran out a minute ago.
+	// Ten minutes ago: gone-a was last seen, and late-a took a claim whose
+	// 60 s lease ran out nine minutes ago.
 	heartbeat("gone-a")
 	expiredTurn := dispatch("late-a", "k-late")
 	claim(late, "late-a", expiredTurn)

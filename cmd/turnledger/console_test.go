@@ -406,30 +406,42 @@ func TestConsoleInBrowser(t *testing.T) {
 	)
 	consoleShot(t, ctx, "agent.png")
 
-	// Cursor paging: one Turn a page, in dispatch order.
+	// Cursor paging: one Turn a page, newest dispatch first; the order
+	// control flips it to oldest first, and the pages follow that order.
 	consoleDo(t, ctx, "page through the Turns",
 		chromedp.Navigate(base+"/console/#/p/demo/turns?limit=1"),
 		consoleSettled(),
 		chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
 	)
-	var paged []string
-	for i := 0; ; i++ {
-		rows := consoleGet(t, ctx, "read the page", chromedp.Evaluate[[]string](listed))
-		paged = append(paged, rows...)
-		more := consoleGet(t, ctx, "look for the next page", chromedp.Evaluate[bool](`!!document.querySelector('#next-page')`))
-		if !more || i == 5 {
-			break
+	pageAll := func() []string {
+		var paged []string
+		for i := 0; ; i++ {
+			rows := consoleGet(t, ctx, "read the page", chromedp.Evaluate[[]string](listed))
+			paged = append(paged, rows...)
+			more := consoleGet(t, ctx, "look for the next page", chromedp.Evaluate[bool](`!!document.querySelector('#next-page')`))
+			if !more || i == 5 {
+				return paged
+			}
+			first := rows[0]
+			consoleDo(t, ctx, "go to the next page",
+				chromedp.Click(css(`#next-page`)),
+				chromedp.WaitNotPresent(css(`#turns-table a.turn-link[href$="`+first+`"]`)),
+				consoleSettled(),
+				chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
+			)
 		}
-		first := rows[0]
-		consoleDo(t, ctx, "go to the next page",
-			chromedp.Click(css(`#next-page`)),
-			chromedp.WaitNotPresent(css(`#turns-table a.turn-link[href$="`+first+`"]`)),
-			consoleSettled(),
-			chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
-		)
 	}
-	if diff := cmp.Diff([]string{s.other, s.root, s.child}, paged); diff != "" {
-		t.Errorf("the Turns paged one by one (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{s.child, s.root, s.other}, pageAll()); diff != "" {
+		t.Errorf("the Turns paged one by one, newest first (-want +got):\n%s", diff)
+	}
+	consoleDo(t, ctx, "sort oldest first",
+		chromedp.Click(css(`#sort-order`)),
+		chromedp.Poll[chromedp.Void](`location.hash.includes('order=oldest')`),
+		consoleSettled(),
+		chromedp.WaitVisible(css(`#sort-order[data-order=oldest]`)),
+	)
+	if diff := cmp.Diff([]string{s.other, s.root, s.child}, pageAll()); diff != "" {
+		t.Errorf("the Turns paged one by one, oldest first (-want +got):\n%s", diff)
 	}
 
 	// Phone width: every page reads without sideways scrolling (consoleShot
@@ -537,8 +549,8 @@ func TestConsoleAgentSignIn(t *testing.T) {
 		chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
 	)
 	rows := consoleGet(t, ctx, "read the list", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#turns-table a.turn-link')].map(a => a.textContent)`))
-	if strings.Join(rows, ",") != fmt.Sprintf("%s,%s", s.root, s.child) {
-		t.Errorf("the writer's Turns list shows %v, want [%s %s]", rows, s.root, s.child)
+	if strings.Join(rows, ",") != fmt.Sprintf("%s,%s", s.child, s.root) {
+		t.Errorf("the writer's Turns list shows %v, want [%s %s] (newest first)", rows, s.child, s.root)
 	}
 	// As itself, the writer resumes the Turn it suspended: the state goes
 	// back to queued and turn.resumed arrives in the feed.
@@ -940,8 +952,8 @@ func TestConsolePeople(t *testing.T) {
 		consoleSettled(),
 		chromedp.WaitVisible(css(`#turns-table a.turn-link`)),
 	)
-	if rows := consoleGet(t, ctx, "read the list", chromedp.Evaluate[[]string](listed)); !cmp.Equal(rows, batch) {
-		t.Errorf("the queued Turns tagged batch = %v, want %v", rows, batch)
+	if rows := consoleGet(t, ctx, "read the list", chromedp.Evaluate[[]string](listed)); !cmp.Equal(rows, []string{batch[2], batch[1], batch[0]}) {
+		t.Errorf("the queued Turns tagged batch = %v, want %v newest first", rows, batch)
 	}
 	consoleDo(t, ctx, "ask to stop them all",
 		chromedp.Click(css(`#bulk-stop`)),

@@ -33,7 +33,7 @@ func TestREADMEDrainExampleDrains(t *testing.T) {
 	adm, _ := tl.New(base, tl.WithAdminToken(token))
 	for _, id := range []string{"planner", "writer"} {
 		if _, err := adm.RegisterAgent(ctx, "demo", tl.RegisterRequest{
-			Spec:       tl.AgentSpec{AgentID: id, Role: id, Enabled: true, AcceptsWork: id == "writer", Capacity: 1},
+			Spec:       tl.AgentSpec{AgentID: id, Role: id, AcceptsWork: new(id == "writer")},
 			Provenance: tl.Provenance{Kind: "test"},
 		}); err != nil {
 			t.Fatal(err)

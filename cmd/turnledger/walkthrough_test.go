@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"regexp"
@@ -80,10 +81,30 @@ func TestWalkthroughScriptMatchesTheREADME(t *testing.T) {
 		}
 	}
 
-	// A second run on the same data directory says why it cannot claim.
+	// A second run on the same data directory, with another Turn queued for
+	// writer (dispatched as docs/client.md's worker section does, its
+	// worker not running), says it ran already and claims nothing: the
+	// other Turn stays queued, under no claim.
+	admin := adminClient(t, base, dir)
+	var other struct {
+		TurnID string `json:"turn_id"`
+	}
+	json.Unmarshal(admin.call("POST", "/v3r1/projects/demo/turns:dispatch", map[string]any{
+		"requested_by": agentRef("demo", "planner"), "target_agent": agentRef("demo", "writer"),
+		"input": map[string]any{"text": "Summarise the release notes."}, "turn_kind": "summarize",
+		"dispatch_key": "release-notes-2", "authority": map[string]any{"mode": "root_request", "request_id": "req-2"},
+	}, 200), &other)
 	_, stderr, err = run()
-	if err == nil || !strings.Contains(stderr, "the walk-through ran on this data directory already") {
-		t.Errorf("a second run = %v, stderr %q; want a failure that says the walk-through ran already", err, stderr)
+	if err == nil || !strings.Contains(stderr, "the walk-through ran on this data directory already") || !strings.Contains(stderr, "nothing was claimed") {
+		t.Errorf("a second run = %v, stderr %q; want a failure that says the walk-through ran already and claimed nothing", err, stderr)
+	}
+	var after struct {
+		State    string `json:"state"`
+		Attempts int    `json:"attempts"`
+	}
+	json.Unmarshal(admin.call("GET", "/v3r1/projects/demo/turns/"+other.TurnID, nil, 200), &after)
+	if after.State != "queued" || after.Attempts != 0 {
+		t.Errorf("the other Turn of writer after a second run = %+v, want queued and never claimed", after)
 	}
 }
 

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -13,17 +11,19 @@ import (
 	"testing"
 	"time"
 
-	tl "github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/internal/checkfor"
 )
 
 // TestWorkerSectionMatchesTheDocs runs docs/client.md's "A worker in Go"
 // section after the README's walk-through, as a reader would, against a real
-// serve: the walk-through script, the section's `feed tail` command, its
-// credential command (bash, curl, jq) and the example worker, then a dispatch
-// of the walk-through's Turn with a new dispatch_key. The lines `feed tail` printed
-// and the worker's lines must be the ones the section shows, where "…"
-// stands for any text (times, ids).
+// serve: the walk-through script, then each of the section's shell blocks
+// (feed tail, the credential and the example worker, the dispatch) in a
+// shell of its own started with nothing but PATH and HOME, in a folder
+// whose ./data is serve's data directory. The blocks run as written, but
+// for three stand-ins: the serve of the test for http://127.0.0.1:8000, and
+// the test binary's turnledger and the example worker built once for their
+// `go run`. The lines `feed tail` printed and the worker's lines must be the
+// ones the section shows, where "…" stands for any text (times, ids).
 func TestWorkerSectionMatchesTheDocs(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -38,88 +38,96 @@ func TestWorkerSectionMatchesTheDocs(t *testing.T) {
 
 	dir := t.TempDir()
 	base, _ := startServe(t, dir)
-	admin := engineAdminToken(t, dir)
 
 	// The walk-through first: the section continues it.
 	cmd := exec.Command("bash", "../../examples/walkthrough.sh")
 	cmd.Env = append(withoutEnv(os.Environ(), "ADMIN", "B", "DATA"), "B="+base, "DATA="+dir, "NO_PROXY=*", "no_proxy=*")
-	out, err := cmd.Output()
-	if err != nil {
+	if out, err := cmd.Output(); err != nil {
 		t.Fatalf("examples/walkthrough.sh: %v\n%s", err, out)
 	}
-	printed := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var issued struct {
-		Token string `json:"token"`
-	}
-	if len(printed) < 3 || json.Unmarshal([]byte(printed[2]), &issued) != nil || issued.Token == "" {
-		t.Fatalf("the walk-through's third line holds no planner token:\n%s", out)
-	}
 
-	// Terminal 2: feed tail, as the section writes it, on this serve.
-	tailCtx, stopTail := context.WithCancel(context.Background())
-	defer stopTail()
-	tail := &syncBuffer{}
-	tailDone := make(chan int, 1)
-	go func() {
-		// The section shows the feed (standard output); what feed tail says
-		// of its connection goes to standard error.
-		tailDone <- Main(tailCtx, append(sec.feedTail, "--url", base, "--data", dir), tail, io.Discard)
-	}()
-
-	// Terminal 3: the credential command and the example worker.
-	cmd = exec.Command("bash", "-c", "set -euo pipefail\n"+sec.credential+"\nprintf %s \"$TURNLEDGER_AGENT_TOKEN\"")
-	cmd.Env = append(withoutEnv(os.Environ(), "ADMIN", "B"), "B="+base, "ADMIN="+admin, "NO_PROXY=*", "no_proxy=*")
-	token, err := cmd.Output()
-	if err != nil || !strings.HasPrefix(string(token), "tla_") {
-		t.Fatalf("the section's credential command = %q, %v; want a credential token", token, err)
+	// The stand-ins: a turnledger that is this test binary running Main
+	// (with serve's URL for its default), the example worker built once, and
+	// a folder whose ./data is serve's.
+	bin := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "worker")
-	build := exec.Command("go", "build", "-o", bin, "./examples/worker")
+	turnledger := filepath.Join(bin, "turnledger")
+	if err := os.WriteFile(turnledger, []byte("#!/bin/sh\nexport "+envChildMain+"=1 TURNLEDGER_URL="+base+"\nexec '"+self+"' \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	worker := filepath.Join(bin, "worker")
+	build := exec.Command("go", "build", "-o", worker, "./examples/worker")
 	build.Dir = "../.."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./examples/worker: %v\n%s", err, out)
 	}
-	worker := exec.Command(bin, append(sec.workerArgs, "-url", base)...)
-	worker.Env = append(os.Environ(), "TURNLEDGER_AGENT_TOKEN="+string(token))
-	workerOut := &syncBuffer{}
-	worker.Stdout, worker.Stderr = workerOut, workerOut
-	if err := worker.Start(); err != nil {
+	home := t.TempDir()
+	if err := os.Symlink(dir, filepath.Join(home, "data")); err != nil {
 		t.Fatal(err)
 	}
-	workerDone := make(chan error, 1)
-	go func() { workerDone <- worker.Wait() }()
-	defer func() {
-		worker.Process.Signal(syscall.SIGTERM)
-		<-workerDone
-	}()
+	shell := func(block string) *exec.Cmd {
+		block = strings.ReplaceAll(block, "http://127.0.0.1:8000", base)
+		block = strings.ReplaceAll(block, "go run ./cmd/turnledger ", turnledger+" ") // its default URL is TURNLEDGER_URL, set to serve's
+		block = strings.ReplaceAll(block, "go run ./examples/worker ", worker+" -url "+base+" ")
+		c := exec.Command("bash", "-c", "set -euo pipefail\n"+block)
+		c.Dir = home
+		c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "NO_PROXY=*", "no_proxy=*"}
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the block's processes end with it (below)
+		return c
+	}
+	stderr := &syncBuffer{} // what the blocks say on standard error, shown when the test fails
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the blocks' standard error:\n%s", stderr.String())
+		}
+	})
+	background := func(name, block string, stdout io.Writer) {
+		t.Helper()
+		c := shell(block)
+		c.Stdout, c.Stderr = stdout, stderr
+		if err := c.Start(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		done := make(chan struct{})
+		go func() { c.Wait(); close(done) }()
+		t.Cleanup(func() {
+			syscall.Kill(-c.Process.Pid, syscall.SIGTERM) // the group this block's shell leads
+			<-done
+		})
+	}
+
+	// Terminal 2: feed tail. Terminal 3: the credential and the worker.
+	tail, workerOut := &syncBuffer{}, &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("feed tail printed:\n%s\nthe worker printed:\n%s", tail.String(), workerOut.String())
+		}
+	})
+	background("the feed tail block", sec.feedTail, tail)
+	background("the worker block", sec.worker, workerOut)
 	wantFirst := strings.Replace(sec.workerFirstLine, "http://127.0.0.1:8000", base, 1)
-	checkfor.Until(t, 20*time.Second, "the worker to report its presence", func() bool {
-		return strings.Contains(tail.String(), " agent.heartbeat agent/writer ")
+	checkfor.Until(t, 30*time.Second, "the worker to start", func() bool {
+		return strings.Contains(workerOut.String(), "\n")
 	})
 	if first, _, _ := strings.Cut(workerOut.String(), "\n"); first != wantFirst {
 		t.Errorf("the worker's first line = %q, want %q (the section's, on this serve)", first, wantFirst)
 	}
 
-	// The walk-through's step 3 with a new dispatch_key.
-	planner, _ := tl.New(base, tl.WithAgent("demo", "planner", issued.Token))
-	tv, err := planner.DispatchTurn(context.Background(), "demo", tl.DispatchRequest{
-		RequestedBy: tl.AgentRef{ProjectID: "demo", AgentID: "planner"}, TargetAgent: tl.AgentRef{ProjectID: "demo", AgentID: "writer"},
-		Input: map[string]any{"text": "Summarise the release notes."}, TurnKind: "summarize",
-		DispatchKey: "release-notes-2", Authority: tl.Root("req-2"), Meta: &tl.Meta{Note: "second turn"},
-	})
-	if err != nil {
-		t.Fatal(err)
+	// Terminal 4: the dispatch.
+	out, err := shell(sec.dispatch).Output()
+	turn := strings.TrimSpace(string(out))
+	if err != nil || !ellipsisPattern(sec.dispatchOut).MatchString(turn) {
+		t.Fatalf("the dispatch block printed %q, %v; the section shows %q", out, err, sec.dispatchOut)
 	}
 	checkfor.Until(t, 20*time.Second, "feed tail to print the Turn's finish", func() bool {
-		return strings.Contains(tail.String(), " turn.finished turn/"+tv.TurnID+" ")
+		return strings.Contains(tail.String(), " turn.finished turn/"+turn+" ")
 	})
 	checkfor.Until(t, 10*time.Second, "the worker to print the finish", func() bool {
-		return strings.Contains(workerOut.String(), "finished "+tv.TurnID)
+		return strings.Contains(workerOut.String(), "finished "+turn)
 	})
-	stopTail()
-	if code := <-tailDone; code != 0 {
-		t.Errorf("feed tail exited with %d:\n%s", code, tail.String())
-	}
 
 	got := strings.Split(strings.TrimSpace(tail.String()), "\n")
 	if len(got) != len(sec.feedLines) {
@@ -142,13 +150,14 @@ func TestWorkerSectionMatchesTheDocs(t *testing.T) {
 	}
 }
 
-// workerSection is what docs/client.md's worker section shows: the commands it
-// runs and the outputs it shows.
+// workerSection is what docs/client.md's worker section shows: its shell
+// blocks and the outputs it shows.
 type workerSection struct {
-	feedTail        []string // turnledger's arguments
-	credential      string   // the shell lines that export TURNLEDGER_AGENT_TOKEN
-	workerArgs      []string // the example worker's arguments
+	feedTail        string // the feed tail block
+	worker          string // the credential and the worker, without the shown output
 	workerFirstLine string
+	dispatch        string // the dispatch block, without the shown output
+	dispatchOut     string
 	feedLines       []string
 	workerLines     []string
 }
@@ -161,34 +170,38 @@ func docWorkerSection(t *testing.T, doc string) workerSection {
 	}
 	sec, _, _ = strings.Cut(sec, "\n## ")
 	blocks := regexp.MustCompile("(?s)```([a-z]*)\n(.*?)\n```").FindAllStringSubmatch(sec, -1)
-	if len(blocks) < 3 || blocks[0][1] != "sh" || blocks[1][1] != "sh" || blocks[2][1] != "" {
-		t.Fatalf("the worker section does not start with two sh blocks and a block of feed lines: %d blocks", len(blocks))
+	if len(blocks) < 4 || blocks[0][1] != "sh" || blocks[1][1] != "sh" || blocks[2][1] != "sh" || blocks[3][1] != "" {
+		t.Fatalf("the worker section does not start with three sh blocks and a block of feed lines: %d blocks", len(blocks))
 	}
 	var ws workerSection
-
-	tailLine, _, _ := strings.Cut(blocks[0][2], "#")
-	args, ok := strings.CutPrefix(strings.TrimSpace(tailLine), "go run ./cmd/turnledger ")
-	if !ok {
-		t.Fatalf("the worker section's first block is not a turnledger command: %q", blocks[0][2])
-	}
-	ws.feedTail = strings.Fields(args)
-
-	for _, l := range strings.Split(blocks[1][2], "\n") {
-		switch {
-		case strings.HasPrefix(l, "go run ./examples/worker "):
-			ws.workerArgs = strings.Fields(strings.TrimPrefix(l, "go run ./examples/worker "))
-		case strings.HasPrefix(l, "# "):
-			ws.workerFirstLine = strings.TrimPrefix(l, "# ")
-		default:
-			ws.credential += l + "\n"
+	// shown splits a block into its commands and the output shown after
+	// them ("# " lines at its end).
+	shown := func(block string) (cmds, out string) {
+		lines := strings.Split(block, "\n")
+		i := len(lines)
+		for i > 0 && strings.HasPrefix(lines[i-1], "# ") {
+			i--
 		}
+		var outs []string
+		for _, l := range lines[i:] {
+			outs = append(outs, strings.TrimPrefix(l, "# "))
+		}
+		return strings.Join(lines[:i], "\n"), strings.Join(outs, "\n")
 	}
-	if !strings.Contains(ws.credential, "export TURNLEDGER_AGENT_TOKEN=") || ws.workerArgs == nil || ws.workerFirstLine == "" {
+	ws.feedTail = blocks[0][2]
+	if !strings.Contains(ws.feedTail, "go run ./cmd/turnledger feed tail ") {
+		t.Fatalf("the worker section's first block is not feed tail: %q", ws.feedTail)
+	}
+	ws.worker, ws.workerFirstLine = shown(blocks[1][2])
+	if !strings.Contains(ws.worker, "export TURNLEDGER_AGENT_TOKEN=") || !strings.Contains(ws.worker, "go run ./examples/worker ") || ws.workerFirstLine == "" {
 		t.Fatalf("the worker section's second block lacks the credential export, the worker command or its first line:\n%s", blocks[1][2])
 	}
-
-	ws.feedLines = strings.Split(blocks[2][2], "\n")
-	_, after, _ := strings.Cut(sec, blocks[2][0])
+	ws.dispatch, ws.dispatchOut = shown(blocks[2][2])
+	if !strings.Contains(ws.dispatch, "/turns:dispatch") || ws.dispatchOut == "" {
+		t.Fatalf("the worker section's third block is not a dispatch with its output shown:\n%s", blocks[2][2])
+	}
+	ws.feedLines = strings.Split(blocks[3][2], "\n")
+	_, after, _ := strings.Cut(sec, blocks[3][0])
 	for _, m := range regexp.MustCompile("`((?:claimed|finished) [^`]*)`").FindAllStringSubmatch(after, 2) {
 		ws.workerLines = append(ws.workerLines, m[1])
 	}

@@ -378,6 +378,9 @@
   function setNav(project, section) {
     const nav = document.getElementById('nav');
     document.getElementById('signout').hidden = !auth;
+    const ov = document.getElementById('overview-link');
+    ov.hidden = !auth || auth.mode !== 'admin';
+    if (section === 'overview') ov.setAttribute('aria-current', 'page'); else ov.removeAttribute('aria-current');
     document.getElementById('who').textContent = !auth ? '' : auth.mode === 'admin' ? 'signed in as admin' : `signed in as agent ${auth.agent} of ${auth.project}`;
     nav.hidden = !auth || !project;
     if (!project) return;
@@ -395,7 +398,8 @@
   async function home(view) {
     setNav(null);
     if (auth.mode === 'agent') { location.replace(link(auth.project)); return; }
-    view.replaceChildren(h('h1', {}, 'Projects'), h('p', {class: 'muted'}, 'Every project with an event on the ledger.'));
+    view.replaceChildren(h('h1', {}, 'Projects'), h('p', {class: 'muted'}, 'Every project with an event on the ledger. ',
+      h('a', {href: '#/overview', id: 'home-overview'}, 'How has the service been this last hour?')));
     if (!projects.length) { view.append(h('p', {}, 'No project yet. Register an agent (see the README walk-through) and it appears here.')); return; }
     view.append(h('ul', {class: 'cards', id: 'projects'}, projects.map((p) => h('li', {class: 'card'}, h('a', {href: link(p)}, p)))));
   }
@@ -454,7 +458,7 @@
     // The lists read only in part, each with where the reading stopped.
     const cut = [];
     const cutList = (id, list, what, filters) => {
-      if (!list.complete) cut.push({id, what, n: list.items.length, href: link(p, 'turns') + qs(Object.assign({}, filters, {after: list.next}))});
+      if (!list.complete) cut.push({id, what, n: list.items.length, href: link(p, 'turns') + qs(Object.assign({}, filters, {after: list.next, order: 'oldest'}))});
     };
     cutList('queued', queued, 'queued Turns (for targets that cannot take them)', {state: 'queued'});
     cutList('claimed', claimed, 'claimed Turns (for claims past their expiry)', {state: 'claimed'});
@@ -568,6 +572,10 @@
       awaiting_input: q.get('awaiting_input') === 'true' ? 'true' : '',
       stop_requested_only: q.get('stop_requested_only') === 'true' ? 'true' : '', limit: q.get('limit') || '50'};
     const after = q.get('after') || '';
+    // Newest first unless the route asks for oldest (the API's own default
+    // is oldest first: the console asks for order=newest).
+    const order = q.get('order') === 'oldest' ? 'oldest' : 'newest';
+    const hashOrder = order === 'oldest' ? 'oldest' : '';
     const opt = (v, cur) => h('option', {value: v, selected: v === cur}, v || 'any');
     const form = h('form', {class: 'filters', id: 'turn-filters', role: 'search'},
       h('label', {}, 'State', h('select', {name: 'state'}, ['', ...STATES].map((v) => opt(v, f.state)))),
@@ -584,20 +592,25 @@
       ev.preventDefault();
       const n = {state: form.state.value, outcome: form.outcome.value, priority: form.priority.value, turn_kind: form.turn_kind.value.trim(),
         target_agent_id: form.target_agent_id.value.trim(), tag: form.tag.value.trim(), awaiting_input: form.awaiting_input.checked ? 'true' : '',
-        stop_requested_only: form.stop_requested_only.checked ? 'true' : '', limit: form.limit.value === '50' ? '' : form.limit.value};
+        stop_requested_only: form.stop_requested_only.checked ? 'true' : '', limit: form.limit.value === '50' ? '' : form.limit.value, order: hashOrder};
       location.hash = link(p, 'turns') + qs(n);
     });
     view.replaceChildren(h('h1', {}, `Turns of ${p}`), form, h('p', {class: 'muted'}, 'loading…'));
     let page;
     try {
-      page = await api('GET', `${pp(p)}/projection/turns` + qs(Object.assign({}, f, {after_ledger_seq: after})));
+      page = await api('GET', `${pp(p)}/projection/turns` + qs(Object.assign({}, f, {after_ledger_seq: after, order})));
     } catch (e) { view.lastChild.replaceWith(errorBox(e)); return; }
-    const here = Object.assign({}, f, {limit: f.limit === '50' ? '' : f.limit});
+    const here = Object.assign({}, f, {limit: f.limit === '50' ? '' : f.limit, order: hashOrder});
+    // The order control flips the order and starts again from the first page.
+    const sort = h('a', {class: 'button quiet', id: 'sort-order', 'data-order': order, title: 'Change the order',
+      href: link(p, 'turns') + qs(Object.assign({}, here, {order: order === 'newest' ? 'oldest' : ''}))},
+    order === 'newest' ? 'Newest first ↓' : 'Oldest first ↑');
     const pager = h('nav', {class: 'pager', 'aria-label': 'Pages'},
       after ? h('a', {class: 'button quiet', href: link(p, 'turns') + qs(here)}, 'First page') : '',
       page.has_more ? h('a', {class: 'button', id: 'next-page', href: link(p, 'turns') + qs(Object.assign({}, here, {after: page.next_after_ledger_seq}))}, 'Next page') : '',
-      h('span', {class: 'muted'}, `${page.items.length} shown` + (after ? `, dispatched after ledger_seq ${after}` : '') + (page.has_more ? '; more follow' : '; end of list')));
+      h('span', {class: 'muted'}, `${page.items.length} shown` + (after ? `, dispatched ${order === 'newest' ? 'before' : 'after'} ledger_seq ${after}` : '') + (page.has_more ? '; more follow' : '; end of list')));
     view.lastChild.replaceWith(
+      h('div', {class: 'row list-head'}, h('span', {class: 'muted'}, 'Order of dispatch:'), sort),
       page.items.length === 0 ? h('p', {id: 'turns-empty'}, page.has_more ? 'None on this stretch of the ledger; follow Next page.' : 'No Turn matches.') :
         table(['Turn', 'Kind', 'Priority', 'State', 'Outcome', 'Target', 'Requested by', 'Tags', 'Attempts', 'Updated'], page.items.map((t) => [
           turnLink(p, t.turn_id), t.turn_kind, h('span', {class: 'priority'}, t.priority),
@@ -873,6 +886,117 @@
       feedPanel(p, `${pp(p)}/projection/feed`, await startSeq(200), {title: 'Project feed', id: 'project-feed'}));
   }
 
+  // ---- overview: the last hour in charts ----------------------------------
+
+  // The overview draws GET /admin/v1/trends (the instance's last hour, a
+  // point a minute, oldest first) as small SVG charts of its own: bars for
+  // counts per minute, stacked by series; lines for levels and durations,
+  // broken where a minute has no value. The scales and labels are HTML
+  // around the SVG, so the text keeps its size at any width; the SVG
+  // stretches to the panel. Every bar and line carries its series and
+  // values (data-series, data-v, data-values) and a <title> for pointing.
+  const SVGNS = 'http://www.w3.org/2000/svg';
+  function svg(tag, attrs, ...children) {
+    const el = document.createElementNS(SVGNS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) el.setAttribute(k, v);
+    for (const c of children.flat()) if (c !== undefined && c !== null && c !== false) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    return el;
+  }
+  const CHART_W = 600, CHART_H = 140;
+  const fmtNum = (v, unit) => v === null || v === undefined ? '—' : unit === 's' ? fmtSeconds(v) : String(Math.round(v * 100) / 100);
+  function fmtSeconds(v) {
+    if (v < 1) return `${Math.round(v * 1000)} ms`;
+    if (v < 120) return `${Math.round(v * 10) / 10} s`;
+    return `${Math.round(v / 6) / 10} min`;
+  }
+  // niceMax rounds a chart's top up to 1, 2 or 5 times a power of ten.
+  function niceMax(v) {
+    if (!(v > 0)) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    return [1, 2, 5, 10].map((m) => m * p).find((m) => m >= v);
+  }
+  const minuteLabel = (t) => new Date(t).toLocaleTimeString([], {hour: '2-digit', minute: '2-digit'});
+
+  // chart is one panel: title, legend with each series' last value, the
+  // SVG, and the time axis. kind 'bars' stacks the series per minute;
+  // 'lines' draws each series as a line.
+  function chart(id, title, kind, unit, points, series) {
+    const n = points.length, slot = CHART_W / Math.max(n, 1);
+    const vals = series.map((sr) => points.map((p) => { const v = sr.get(p); return v === null || v === undefined ? null : Number(v); }));
+    let top = 0;
+    if (kind === 'bars') for (let i = 0; i < n; i++) top = Math.max(top, vals.reduce((a, v) => a + (v[i] || 0), 0));
+    else for (const v of vals) for (const x of v) if (x !== null) top = Math.max(top, x);
+    top = niceMax(top);
+    const y = (v) => CHART_H - (v / top) * CHART_H;
+    const shapes = [];
+    if (kind === 'bars') {
+      const base = new Array(n).fill(0);
+      series.forEach((sr, k) => vals[k].forEach((v, i) => {
+        if (!v) return;
+        const hgt = (v / top) * CHART_H;
+        shapes.push(svg('rect', {class: `s-${sr.cls}`, x: (i * slot + slot * 0.1).toFixed(2), y: (CHART_H - base[i] - hgt).toFixed(2),
+          width: (slot * 0.8).toFixed(2), height: hgt.toFixed(2), 'data-series': sr.name, 'data-i': i, 'data-v': v},
+        svg('title', {}, `${minuteLabel(points[i].at)} ${sr.label}: ${fmtNum(v, unit)}`)));
+        base[i] += hgt;
+      }));
+    } else {
+      series.forEach((sr, k) => {
+        let run = [];
+        const flush = () => {
+          if (run.length === 1) shapes.push(svg('circle', {class: `s-${sr.cls}`, cx: run[0][0], cy: run[0][1], r: 2.5, 'data-series': sr.name}));
+          else if (run.length) shapes.push(svg('polyline', {class: `s-${sr.cls}`, fill: 'none', points: run.map((pt) => pt.join(',')).join(' '), 'data-series': sr.name}));
+          run = [];
+        };
+        vals[k].forEach((v, i) => { if (v === null) flush(); else run.push([((i + 0.5) * slot).toFixed(2), y(v).toFixed(2)]); });
+        flush();
+      });
+    }
+    const last = (k) => { for (let i = n - 1; i >= 0; i--) if (vals[k][i] !== null && points[i].sampled) return vals[k][i]; return null; };
+    const total = (k) => vals[k].reduce((a, v) => a + (v || 0), 0);
+    const legend = h('ul', {class: 'legend'}, series.map((sr, k) => h('li', {'data-series': sr.name},
+      h('span', {class: `key s-${sr.cls}`, 'aria-hidden': 'true'}), `${sr.label}: `,
+      h('strong', {}, kind === 'bars' ? `${fmtNum(total(k), unit)} in the hour` : `${fmtNum(last(k), unit)} now`))));
+    const values = series.map((sr, k) => `${sr.label} ${kind === 'bars' ? fmtNum(total(k), unit) + ' in the hour' : fmtNum(last(k), unit) + ' last'}`).join('; ');
+    return h('section', {class: 'panel chart', id, 'data-kind': kind, 'data-top': top},
+      h('h2', {}, title), legend,
+      h('div', {class: 'plot'},
+        h('span', {class: 'top muted'}, fmtNum(top, unit)),
+        svg('svg', {viewBox: `0 0 ${CHART_W} ${CHART_H}`, preserveAspectRatio: 'none', role: 'img', 'aria-label': `${title}: ${values}`},
+          svg('line', {class: 'grid', x1: 0, x2: CHART_W, y1: CHART_H / 2, y2: CHART_H / 2}),
+          svg('line', {class: 'axis', x1: 0, x2: CHART_W, y1: CHART_H, y2: CHART_H}), shapes)),
+      h('div', {class: 'axis-labels muted'}, h('span', {}, n ? minuteLabel(points[0].at) : ''), h('span', {}, 'now')));
+  }
+
+  async function overviewPage(view) {
+    setNav(null, 'overview');
+    view.replaceChildren(h('h1', {}, 'Overview: the last hour'),
+      h('p', {class: 'muted'}, 'This server instance, a point a minute, kept in its memory from what /metrics counts (since it started, at most an hour).'));
+    if (auth.mode !== 'admin') { view.append(h('p', {id: 'overview-admin-only'}, 'The overview covers every project of the instance: sign in as the admin to see it.')); return; }
+    const tr = await api('GET', '/admin/v1/trends');
+    const pts = tr.points;
+    const fin = (o) => (p) => p.finished[o];
+    view.append(h('div', {class: 'charts', id: 'overview'},
+      chart('chart-dispatched', 'Turns dispatched per minute', 'bars', '', pts, [{name: 'dispatched', label: 'dispatched', cls: 'dispatched', get: (p) => p.dispatched}]),
+      chart('chart-finished', 'Turns finished per minute, by outcome', 'bars', '', pts, OUTCOMES.map((o) => ({name: o, label: o, cls: o, get: fin(o)}))),
+      chart('chart-waiting', 'Queued and waiting for input', 'lines', '', pts, [
+        {name: 'queued', label: 'queued', cls: 'queued', get: (p) => p.queued},
+        {name: 'awaiting_input', label: 'waiting for input', cls: 'suspended', get: (p) => p.awaiting_input}]),
+      chart('chart-claim-wait', 'Claim wait (dispatch to claim)', 'lines', 's', pts, [
+        {name: 'claim_wait_p50', label: 'p50', cls: 'p50', get: (p) => p.claim_wait_p50_s},
+        {name: 'claim_wait_p95', label: 'p95', cls: 'p95', get: (p) => p.claim_wait_p95_s}]),
+      chart('chart-run', 'Run time (claim to finish)', 'lines', 's', pts, [
+        {name: 'run_p50', label: 'p50', cls: 'p50', get: (p) => p.run_p50_s},
+        {name: 'run_p95', label: 'p95', cls: 'p95', get: (p) => p.run_p95_s}]),
+      chart('chart-lag', 'Projection lag (events)', 'lines', '', pts, [{name: 'projection_lag', label: 'lag', cls: 'lag', get: (p) => p.projection_lag_events}]),
+      chart('chart-refused', 'Commands refused per minute', 'bars', '', pts, [
+        {name: 'shed', label: 'shed (503)', cls: 'shed', get: (p) => p.shed},
+        {name: 'throttled', label: 'throttled (429)', cls: 'throttled', get: (p) => p.throttled}])));
+    // Drawn again every minute while the page is open.
+    const gen = routeGen;
+    const t = setTimeout(() => { if (gen === routeGen) route(); }, 60000);
+    disposers.push(() => clearTimeout(t));
+  }
+
   // ---- routing -------------------------------------------------------------
 
   async function route() {
@@ -897,6 +1021,7 @@
     try {
       if (!projects.length) await loadProjects();
       if (parts.length === 0) await home(view);
+      else if (parts[0] === 'overview' && parts.length === 1) await overviewPage(view);
       else if (parts[0] === 'p' && parts.length >= 2) {
         const p = parts[1];
         if (auth.mode === 'agent' && p !== auth.project) { location.replace(link(auth.project)); return; }

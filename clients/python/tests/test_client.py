@@ -44,6 +44,8 @@ class ClientTest(unittest.TestCase):
         self.assertIn("paths", adm.openapi())
         self.assertIn("turnledger_", adm.metrics())  # served to loopback clients
         self.assertIn({"project_id": p}, adm.list_projects()["items"])
+        tr = adm.get_trends()
+        self.assertEqual((tr["minute_s"], len(tr["points"]), tr["points"][-1]["sampled"]), (60, 60, True))
 
         creds = w.list_credentials()
         self.assertEqual([c["status"] for c in creds["items"]], ["active"])

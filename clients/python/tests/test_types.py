@@ -53,6 +53,8 @@ def mirrors(doc: dict[str, Any]) -> dict[str, tuple[type, dict[str, Any]]]:
     m["BulkStopResult=bulkStopTurns"] = (t.BulkStopResult, _op_response(doc, "bulkStopTurns"))
     m["BulkRetryResult=bulkRetryTurns"] = (t.BulkRetryResult, _op_response(doc, "bulkRetryTurns"))
     m["ProjectList=listProjects"] = (t.ProjectList, _op_response(doc, "listProjects"))
+    m["Trends=getTrends"] = (t.Trends, _op_response(doc, "getTrends"))
+    m["TrendPoint=getTrends.points"] = (t.TrendPoint, _op_response(doc, "getTrends")["properties"]["points"]["items"])
     return m
 
 

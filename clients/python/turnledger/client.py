@@ -286,6 +286,10 @@ class Client:
         """Every project with an event (admin)."""
         return cast(t.ProjectList, self._call("GET", "/admin/v1/projects"))
 
+    def get_trends(self) -> t.Trends:
+        """The last hour of the server instance, a point a minute (admin)."""
+        return cast(t.Trends, self._call("GET", "/admin/v1/trends"))
+
     def request_agent_credential_tokens(
         self,
         agent_id: str,
@@ -695,13 +699,15 @@ class Client:
         self, *, target_agent_id: Optional[str] = None, turn_kind: Optional[str] = None, state: Optional[str] = None,
         outcome: Optional[str] = None, priority: Optional[int] = None, awaiting_input: bool = False,
         tag: Optional[Iterable[str]] = None, stop_requested_only: bool = False, after_ledger_seq: int = 0,
-        limit: Optional[int] = None, project: Optional[str] = None,
+        limit: Optional[int] = None, order: Optional[str] = None, project: Optional[str] = None,
     ) -> t.TurnPage:
-        """Projected Turns in dispatch order; ``after_ledger_seq`` is the cursor
-        (``next_after_ledger_seq`` of the previous page)."""
+        """Projected Turns in dispatch order, oldest first unless ``order="newest"``;
+        ``after_ledger_seq`` is the cursor (``next_after_ledger_seq`` of the
+        previous page), paging on in the order asked for."""
         q = {"target_agent_id": target_agent_id, "turn_kind": turn_kind, "state": state, "outcome": outcome,
              "priority": priority, "awaiting_input": awaiting_input, "tag": list(tag) if tag else None,
-             "stop_requested_only": stop_requested_only, "after_ledger_seq": after_ledger_seq or None, "limit": limit}
+             "stop_requested_only": stop_requested_only, "after_ledger_seq": after_ledger_seq or None, "order": order,
+             "limit": limit}
         return cast(t.TurnPage, self._call("GET", self._pp(project, "/projection/turns"), query=q))
 
     def turn_lineage(self, turn_id: str, *, limit: Optional[int] = None, project: Optional[str] = None) -> t.LineagePage:

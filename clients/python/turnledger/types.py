@@ -8,7 +8,7 @@ when a schema and its TypedDict here differ in a field.
 
 from __future__ import annotations
 
-from typing import Any, List, Literal, Optional, TypedDict
+from typing import Any, Dict, List, Literal, Optional, TypedDict
 
 __all__ = [
     "AgentRef", "TurnRef", "ClaimToken", "Meta", "Trace", "Backoff", "AgentSpec", "Provenance",
@@ -454,6 +454,31 @@ class ProjectItem(TypedDict):
 class ProjectList(TypedDict):
     items: List[ProjectItem]
     diagnostics: List[Diagnostic]
+
+
+class TrendPoint(TypedDict):
+    """One minute of Trends: counts of the minute, levels as last read,
+    percentiles of the minute (None when nothing was measured)."""
+    at: str
+    sampled: bool
+    dispatched: float
+    finished: Dict[str, float]
+    queued: Optional[float]
+    awaiting_input: Optional[float]
+    claim_wait_p50_s: Optional[float]
+    claim_wait_p95_s: Optional[float]
+    run_p50_s: Optional[float]
+    run_p95_s: Optional[float]
+    projection_lag_events: Optional[float]
+    shed: float
+    throttled: float
+
+
+class Trends(TypedDict):
+    """The last hour of a server instance, a point a minute (admin)."""
+    now: str
+    minute_s: int
+    points: List[TrendPoint]
 
 
 class _WorkMemoryRecordBase(TypedDict):

@@ -60,7 +60,7 @@ export const queryFields = {
   listTurnOffers: ["turn_kind", "agent_id", "enabled_only", "accepts_work_only", "limit"],
   listTurns: [
     "target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "tag", "stop_requested_only",
-    "after_ledger_seq", "limit",
+    "after_ledger_seq", "order", "limit",
   ],
 } as const;
 
@@ -375,6 +375,11 @@ export class Client {
     return this.#call("GET", "/admin/v1/projects", o);
   }
 
+  /** The last hour of the server instance, a point a minute (admin). */
+  getTrends(o: CallOptions = {}): Promise<T.Trends> {
+    return this.#call("GET", "/admin/v1/trends", o);
+  }
+
   /** Bootstraps an agent and a one-time credential token (admin). */
   requestAgentCredentialTokens(
     agentId: string,
@@ -661,7 +666,10 @@ export class Client {
     return this.#call("GET", this.#pp(o.project, "/projection/turn-offers"), { query: query("listTurnOffers", { ...o }), signal: o.signal });
   }
 
-  /** Projected Turns in dispatch order; `after_ledger_seq` is the cursor (next_after_ledger_seq of the previous page). */
+  /**
+   * Projected Turns in dispatch order, oldest first unless `order: "newest"`; `after_ledger_seq` is the cursor
+   * (next_after_ledger_seq of the previous page), paging on in the order asked for.
+   */
   listTurns(
     o: ProjectOptions & {
       target_agent_id?: string;
@@ -673,6 +681,7 @@ export class Client {
       tag?: string | string[];
       stop_requested_only?: boolean;
       after_ledger_seq?: number;
+      order?: "oldest" | "newest";
       limit?: number;
     } = {},
   ): Promise<T.TurnPage> {

@@ -396,6 +396,30 @@ export interface ProjectList {
   diagnostics: Diagnostic[];
 }
 
+/** One minute of Trends: counts of the minute, levels as last read, percentiles of the minute (null when nothing was measured). */
+export interface TrendPoint {
+  at: string;
+  sampled: boolean;
+  dispatched: number;
+  finished: Record<string, number>;
+  queued: number | null;
+  awaiting_input: number | null;
+  claim_wait_p50_s: number | null;
+  claim_wait_p95_s: number | null;
+  run_p50_s: number | null;
+  run_p95_s: number | null;
+  projection_lag_events: number | null;
+  shed: number;
+  throttled: number;
+}
+
+/** The last hour of a server instance, a point a minute (admin). */
+export interface Trends {
+  now: string;
+  minute_s: number;
+  points: TrendPoint[];
+}
+
 export interface WorkMemoryRecord {
   role: string;
   payload: JsonObject;

@@ -36,6 +36,8 @@ test("every route", async () => {
   assert.ok("paths" in (await adm.openapi()));
   assert.match(await adm.metrics(), /turnledger_/);
   assert.ok((await adm.listProjects()).items.some((i) => i.project_id === p));
+  const tr = await adm.getTrends();
+  assert.deepEqual([tr.minute_s, tr.points.length, tr.points[tr.points.length - 1].sampled], [60, 60, true]);
 
   const creds = await w.listCredentials();
   assert.deepEqual(creds.items.map((c) => c.status), ["active"]);

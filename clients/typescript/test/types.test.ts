@@ -109,6 +109,12 @@ const mirrors: Record<string, [string, Record<string, "req" | "opt">]> = {
   BulkStopResult: ["op:bulkStopTurns", fields<T.BulkStopResult>({ stopped: "req", has_more: "req" })],
   BulkRetryResult: ["op:bulkRetryTurns", fields<T.BulkRetryResult>({ retried: "req", has_more: "req" })],
   ProjectList: ["op:listProjects", fields<T.ProjectList>({ items: "req", diagnostics: "req" })],
+  Trends: ["op:getTrends", fields<T.Trends>({ now: "req", minute_s: "req", points: "req" })],
+  TrendPoint: ["op:getTrends.points", fields<T.TrendPoint>({
+    at: "req", sampled: "req", dispatched: "req", finished: "req", queued: "req", awaiting_input: "req",
+    claim_wait_p50_s: "req", claim_wait_p95_s: "req", run_p50_s: "req", run_p95_s: "req", projection_lag_events: "req",
+    shed: "req", throttled: "req",
+  })],
   WorkMemoryRecord: ["WorkMemoryReport.records", fields<T.WorkMemoryRecord>({ role: "req", payload: "req", source_refs: "opt" })],
 };
 
@@ -137,7 +143,11 @@ function operations(): Map<string, any> {
 }
 
 function schemaAt(where: string): any {
-  if (where.startsWith("op:")) return resolve(operations().get(where.slice(3)).responses["200"].content["application/json"].schema);
+  if (where.startsWith("op:")) {
+    const [op, prop] = where.slice(3).split(".");
+    const s = resolve(operations().get(op).responses["200"].content["application/json"].schema);
+    return prop ? resolve(s.properties[prop]) : s;
+  }
   const [name, prop] = where.split(".");
   const s = resolve({ $ref: `#/components/schemas/${name}` });
   return prop ? resolve(s.properties[prop]) : s;
