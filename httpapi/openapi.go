@@ -67,18 +67,19 @@ func nullable(s m) m {
 }
 
 var (
-	tStr      = m{"type": "string"}
-	tBool     = m{"type": "boolean"}
-	tInt      = m{"type": "integer"}
-	tSeq      = m{"type": "integer", "minimum": 0}
-	tClaimTTL = m{"type": "integer", "minimum": 1, "maximum": kernel.MaxClaimTTLS, "description": "the lease of the agent's claims in seconds (default: the server's claim TTL)"}
-	tTag      = m{"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"}
-	tPriority = m{"type": "integer", "minimum": kernel.MinPriority, "maximum": kernel.MaxPriority, "description": "1 runs first; 3 by default"}
-	tTime     = m{"type": "string", "format": "date-time"}
-	tAny      = m{}
-	tObj      = m{"type": "object"}
-	tStrList  = m{"type": "array", "items": tStr}
-	tID       = m{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}
+	tStr       = m{"type": "string"}
+	tBool      = m{"type": "boolean"}
+	tInt       = m{"type": "integer"}
+	tSeq       = m{"type": "integer", "minimum": 0}
+	tClaimTTL  = m{"type": "integer", "minimum": 1, "maximum": kernel.MaxClaimTTLS, "description": "the lease of the agent's claims in seconds (default: the server's claim TTL)"}
+	tTag       = m{"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"}
+	tContextID = m{"type": "string", "pattern": "^[\\x21-\\x7e]{1,200}$", "description": "groups the Turns of one conversation (A2A's contextId); kept by a retry, not inherited by children"}
+	tPriority  = m{"type": "integer", "minimum": kernel.MinPriority, "maximum": kernel.MaxPriority, "description": "1 runs first; 3 by default"}
+	tTime      = m{"type": "string", "format": "date-time"}
+	tAny       = m{}
+	tObj       = m{"type": "object"}
+	tStrList   = m{"type": "array", "items": tStr}
+	tID        = m{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}
 )
 
 // closed is a response object: every property required, no others.
@@ -256,6 +257,7 @@ func schemas() m {
 			"max_attempts":  m{"type": "integer", "minimum": 1, "maximum": kernel.MaxAttemptsLimit, "description": "claims allowed; a claim that expires on the last one finishes the Turn as dead (default: no limit)"},
 			"retry_backoff": ref("Backoff"),
 			"tags":          m{"type": "array", "items": tTag, "maxItems": kernel.MaxTags, "description": "what the requester knows the Turn by; not inherited by children"},
+			"context_id":    tContextID,
 		}), "requested_by", "target_agent", "input", "turn_kind", "dispatch_key", "authority"),
 		"ClaimBody": body(with(m{"agent": ref("AgentRef"), "lease_s": m{"type": "integer", "minimum": 1, "maximum": kernel.MaxClaimTTLS,
 			"description": "a lease of its own, at most the agent's claim_ttl_s (default: the agent's, else the server's claim TTL)"}}), "agent"),
@@ -315,6 +317,7 @@ func parameters() m {
 		"stop_requested_only": q("stop_requested_only", "Only Turns with a stop requested.", flag),
 		"priority":            q("priority", "Only Turns of this priority (1 to 5).", tPriority),
 		"awaiting_input":      q("awaiting_input", "Only Turns suspended for input (true).", flag),
+		"context_id":          q("context_id", "Only Turns of this context_id.", tContextID),
 		"tag":                 m{"name": "tag", "in": "query", "description": "Only Turns carrying this tag; repeat it for Turns carrying all of them.", "schema": m{"type": "array", "items": tTag}, "style": "form", "explode": true},
 		"enabled_only":        q("enabled_only", "Only enabled agents.", flag),
 		"accepts_work_only":   q("accepts_work_only", "Only agents accepting work and not drained.", flag),
@@ -457,6 +460,7 @@ func turnView() m {
 		"max_attempts": nullable(tInt), "retry_backoff": nullable(ref("Backoff")), "retry_of": nullable(tStr),
 		"awaiting_input": nullable(closed(m{"prompt": tStr, "schema": nullable(tObj), "input_by": nullable(tTime)})),
 		"tags":           m{"type": "array", "items": tStr},
+		"context_id":     nullable(tStr),
 		"created_at":     tTime, "updated_at": tTime, "finished_at": nullable(tTime), "ledger_seq": tSeq,
 	}
 }
