@@ -42,3 +42,25 @@ func TestDispatchKeepsItsContext(t *testing.T) {
 		t.Error("a refused dispatch made Turn t3")
 	}
 }
+
+// TestAuthenticateToken: a token alone names its agent; an unknown, a
+// revoked or an expired one does not authenticate.
+func TestAuthenticateToken(t *testing.T) {
+	h := newHarness(t)
+	h.agent("req", 1)
+	h.agent("worker", 1)
+	c, err := AuthenticateToken(h.p, HashSecret("tok-worker"), h.now)
+	if err != nil || c.AgentID != "worker" || c.CredentialID != "cred_worker" {
+		t.Errorf("AuthenticateToken(tok-worker) = %+v, %v; want agent worker, cred_worker", c, err)
+	}
+	if _, err := AuthenticateToken(h.p, HashSecret("tok-nobody"), h.now); ErrorKind(err) != Unauthorized {
+		t.Errorf("AuthenticateToken(unknown) = %v, want %s", err, Unauthorized)
+	}
+	h.do(RevokeCredential{Common: admin, AgentID: "req", CredentialID: "cred_req"})
+	if _, err := AuthenticateToken(h.p, HashSecret("tok-req"), h.now); ErrorKind(err) != Unauthorized {
+		t.Errorf("AuthenticateToken(revoked) = %v, want %s", err, Unauthorized)
+	}
+	if _, err := AuthenticateToken(h.p, HashSecret("tok-worker"), h.now.Add(2*h.credTTL)); ErrorKind(err) != Unauthorized {
+		t.Errorf("AuthenticateToken(expired) = %v, want %s", err, Unauthorized)
+	}
+}
