@@ -1,0 +1,428 @@
+package a2aapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/turnledger/turnledger/engine"
+	"github.com/turnledger/turnledger/internal/reqlog"
+	"github.com/turnledger/turnledger/internal/throttle"
+	"github.com/turnledger/turnledger/kernel"
+	"github.com/turnledger/turnledger/projection"
+)
+
+// PathPrefix is the prefix of every A2A path: mount the Handler under it.
+const PathPrefix = "/a2a/"
+
+// CardPath is the Agent Card's path under an agent's base URL.
+const CardPath = "/.well-known/agent-card.json"
+
+// endpointPattern is the route of the request log.
+const endpointPattern = "/a2a/projects/{project_id}/agents/{agent_id}"
+
+// Headers of the HTTP API that an A2A request may send; they must match
+// the path's project and the calling agent when sent.
+const (
+	headerProject = "X-Svc-Project-Id"
+	headerAgent   = "X-Svc-Agent-Id"
+)
+
+// JSON-RPC methods served by this package rather than the SDK: the
+// streams, whose frames carry the ledger_seq as their id.
+const (
+	methodStream    = "SendStreamingMessage"
+	methodSubscribe = "SubscribeToTask"
+)
+
+// Handler serves the A2A endpoints of every agent.
+type Handler struct {
+	engine    *engine.Engine
+	store     *projection.Store
+	cfg       Config
+	authFails *throttle.Buckets
+	jsonrpc   http.Handler // the SDK's JSON-RPC binding over service
+	rest      http.Handler // the SDK's HTTP+JSON binding over service
+	svc       *service
+	stopping  chan struct{}
+}
+
+// New returns the A2A handler over an engine (commands) and a projection
+// store (reads).
+func New(e *engine.Engine, store *projection.Store, cfg Config) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	h := &Handler{engine: e, store: store, cfg: cfg, authFails: throttle.New(cfg.AuthFailures, cfg.Now), stopping: make(chan struct{})}
+	h.svc = &service{h: h}
+	opts := []a2asrv.TransportOption{a2asrv.WithTransportPanicHandler(func(r any) error {
+		cfg.Logger.Error("a2a handler panicked", "panic", r)
+		return a2a.ErrInternalError
+	})}
+	h.jsonrpc = a2asrv.NewJSONRPCHandler(h.svc, opts...)
+	h.rest = a2asrv.NewRESTHandler(h.svc, opts...)
+	return h, nil
+}
+
+// identity is who calls which endpoint: the path's project and agent (the
+// A2A agent), and the caller the bearer token authenticated.
+type identity struct {
+	project, agent string
+	caller         kernel.Caller
+	base           string // the agent's base URL
+}
+
+type identityKey struct{}
+
+// identityFrom returns the caller the HTTP layer authenticated; a missing
+// one is an error, never a default.
+func identityFrom(ctx context.Context) (identity, error) {
+	id, ok := ctx.Value(identityKey{}).(identity)
+	if !ok {
+		return identity{}, a2a.NewError(a2a.ErrUnauthenticated, "no authenticated caller")
+	}
+	return id, nil
+}
+
+func (id identity) ref() kernel.AgentRef {
+	return kernel.AgentRef{ProjectID: id.project, AgentID: id.caller.AgentID}
+}
+
+// ProjectOf returns the project of an A2A path, for the HTTP layer to count
+// the request against that project's in-flight bound
+// (httpapi.Mount.Project).
+func ProjectOf(path string) (string, bool) {
+	project, _, _, ok := endpointOf(path)
+	return project, ok
+}
+
+// endpointOf reads "/a2a/projects/{p}/agents/{a}" and what follows it.
+func endpointOf(path string) (project, agent, rest string, ok bool) {
+	tail, found := strings.CutPrefix(path, PathPrefix)
+	if !found {
+		return "", "", "", false
+	}
+	parts := strings.SplitN(tail, "/", 5)
+	if len(parts) < 4 || parts[0] != "projects" || parts[2] != "agents" || !kernel.ValidID(parts[1]) || !kernel.ValidID(parts[3]) {
+		return "", "", "", false
+	}
+	if len(parts) == 5 {
+		rest = "/" + parts[4]
+	}
+	return parts[1], parts[3], rest, true
+}
+
+// StopWaiting ends every stream (serve calls it on shutdown).
+func (h *Handler) StopWaiting() {
+	select {
+	case <-h.stopping:
+	default:
+		close(h.stopping)
+	}
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	project, agent, rest, ok := endpointOf(r.URL.Path)
+	if !ok {
+		writeError(w, http.StatusNotFound, kernel.NotFound, "no A2A agent at "+r.URL.Path+"; an agent's base URL is "+endpointPattern)
+		return
+	}
+	if reqlog.Active(r) {
+		reqlog.Route(r, endpointPattern+rest, project)
+	}
+	caller, err := h.authenticate(r, project, agent)
+	if err != nil {
+		h.writeAuthError(w, r, project, agent, err)
+		return
+	}
+	id := identity{project: project, agent: agent, caller: caller, base: h.base(r) + "/a2a/projects/" + project + "/agents/" + agent}
+	ctx := context.WithValue(r.Context(), identityKey{}, id)
+	r = r.WithContext(ctx)
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
+	}
+	switch {
+	case rest == CardPath:
+		h.serveCard(w, r, id)
+	case rest == "":
+		h.serveJSONRPC(w, r, id)
+	case rest == "/message:stream" && r.Method == http.MethodPost:
+		body, ok := readBody(w, r, h.cfg.MaxBodyBytes)
+		if !ok {
+			return
+		}
+		var req a2a.SendMessageRequest
+		perr := json.Unmarshal(body, &req)
+		h.stream(w, r, body, rest, id, nil, func(ctx context.Context) (string, uint64, error) {
+			if perr != nil {
+				return "", 0, a2a.NewError(a2a.ErrInvalidParams, "the body must be a SendMessageRequest: "+perr.Error())
+			}
+			return h.svc.startStream(ctx, &req)
+		})
+	case strings.HasPrefix(rest, "/tasks/") && strings.HasSuffix(rest, ":subscribe") && (r.Method == http.MethodPost || r.Method == http.MethodGet):
+		body, ok := readBody(w, r, h.cfg.MaxBodyBytes)
+		if !ok {
+			return
+		}
+		taskID := strings.TrimSuffix(strings.TrimPrefix(rest, "/tasks/"), ":subscribe")
+		h.stream(w, r, body, rest, id, nil, func(ctx context.Context) (string, uint64, error) { return h.svc.startSubscribe(ctx, taskID) })
+	default:
+		// The SDK's HTTP+JSON binding serves the rest at paths relative to
+		// the base URL.
+		r2 := r.Clone(ctx)
+		r2.URL.Path, r2.URL.RawPath = rest, ""
+		h.rest.ServeHTTP(w, r2)
+	}
+}
+
+// serveJSONRPC hands a JSON-RPC request to the SDK, but for the streaming
+// methods, which are served here.
+func (h *Handler) serveJSONRPC(w http.ResponseWriter, r *http.Request, id identity) {
+	if r.Method != http.MethodPost {
+		h.jsonrpc.ServeHTTP(w, r)
+		return
+	}
+	body, ok := readBody(w, r, h.cfg.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	var env struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      any             `json:"id"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(body, &env) != nil || env.JSONRPC != "2.0" || env.Method != methodStream && env.Method != methodSubscribe {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.jsonrpc.ServeHTTP(w, r)
+		return
+	}
+	var start streamStart
+	switch env.Method {
+	case methodStream:
+		var req a2a.SendMessageRequest
+		err := json.Unmarshal(env.Params, &req)
+		start = func(ctx context.Context) (string, uint64, error) {
+			if err != nil {
+				return "", 0, a2a.NewError(a2a.ErrInvalidParams, "params must be a SendMessageRequest: "+err.Error())
+			}
+			return h.svc.startStream(ctx, &req)
+		}
+	default:
+		var req a2a.SubscribeToTaskRequest
+		err := json.Unmarshal(env.Params, &req)
+		start = func(ctx context.Context) (string, uint64, error) {
+			if err != nil {
+				return "", 0, a2a.NewError(a2a.ErrInvalidParams, "params must be a SubscribeToTaskRequest: "+err.Error())
+			}
+			return h.svc.startSubscribe(ctx, string(req.ID))
+		}
+	}
+	h.stream(w, r, body, "", id, &rpcFrame{id: env.ID}, start)
+}
+
+// readBody reads a request body within the bound, or answers 413.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, bool) {
+	if r.Body == nil {
+		return nil, true
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, kernel.Validation, fmt.Sprintf("the request body must be at most %d bytes", max))
+		return nil, false
+	}
+	return body, true
+}
+
+// base is the scheme and host the server is reached at.
+func (h *Handler) base(r *http.Request) string {
+	if h.cfg.PublicURL != "" {
+		return strings.TrimSuffix(h.cfg.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+func bearer(r *http.Request) (string, bool) {
+	if len(r.Header.Values("Authorization")) != 1 {
+		return "", false
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}
+
+// errThrottled is a throttled authentication, with how long to wait.
+type errThrottled struct{ wait time.Duration }
+
+func (e *errThrottled) Error() string {
+	return "too many failed authentications; retry after the time in Retry-After"
+}
+
+func addrKey(r *http.Request) string        { return "addr\x00" + throttle.RemoteHost(r) }
+func agentKey(project, agent string) string { return "agent\x00" + project + "\x00" + agent }
+
+// authenticate checks the throttle and the bearer token, which names the
+// calling agent of the path's project; the X-Svc-* headers, when sent,
+// must match. The throttle is that of the HTTP API and the MCP endpoint
+// (internal/throttle), keyed by address and by the endpoint's agent.
+func (h *Handler) authenticate(r *http.Request, project, agent string) (kernel.Caller, error) {
+	for _, hd := range []string{"Authorization", headerProject, headerAgent} {
+		if len(r.Header.Values(hd)) > 1 {
+			return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "the %s header is given more than once", hd)
+		}
+	}
+	if hp := r.Header.Get(headerProject); hp != "" && hp != project {
+		return kernel.Caller{}, kernel.Errorf(kernel.Forbidden, "%s %q does not match project %s of the path", headerProject, hp, project)
+	}
+	token, ok := bearer(r)
+	if aw, addrFailed := h.authFails.Wait(addrKey(r)); aw > 0 || addrFailed {
+		wait := aw
+		if wait == 0 {
+			wait, _ = h.authFails.Wait(agentKey(project, agent))
+		}
+		// A credential the engine knows is served whoever else fails here.
+		if wait > 0 && !(ok && h.engine.KnownToken(project, token)) {
+			return kernel.Caller{}, &errThrottled{wait}
+		}
+	}
+	if !ok {
+		h.failed(r, project, agent)
+		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "missing Authorization: Bearer <agent credential token> of an agent of project %s", project)
+	}
+	c, err := h.engine.AuthenticateToken(r.Context(), project, token)
+	if err != nil {
+		if kernel.ErrorKind(err) == kernel.Unauthorized {
+			h.failed(r, project, agent)
+		}
+		return c, err
+	}
+	if ha := r.Header.Get(headerAgent); ha != "" && ha != c.AgentID {
+		return kernel.Caller{}, kernel.Errorf(kernel.Forbidden, "%s %q does not match the agent of the token", headerAgent, ha)
+	}
+	return c, nil
+}
+
+func (h *Handler) failed(r *http.Request, project, agent string) {
+	h.authFails.Fail(addrKey(r))
+	h.authFails.Fail(agentKey(project, agent))
+}
+
+// writeAuthError answers a refused authentication in the HTTP API's error
+// shape, before any A2A binding reads the request.
+func (h *Handler) writeAuthError(w http.ResponseWriter, r *http.Request, project, agent string, err error) {
+	var te *errThrottled
+	if errors.As(err, &te) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(te.wait.Seconds()))))
+		writeError(w, http.StatusTooManyRequests, "TooManyRequestsError", te.Error())
+		return
+	}
+	kind, msg := errorBody(h.cfg.Logger, err)
+	if kind == kernel.Unauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="turnledger"`)
+	}
+	writeError(w, kind.Status(), kind, msg)
+}
+
+func writeError(w http.ResponseWriter, status int, name kernel.Kind, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(errBody{Error: string(name), Message: msg})
+}
+
+// errBody is the error body of the HTTP API.
+type errBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// unavailable is a wait for the projections that timed out.
+type unavailable struct{ msg string }
+
+func (e *unavailable) Error() string { return e.msg }
+
+func notYet(seq uint64) error {
+	return &unavailable{fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq)}
+}
+
+// errorBody is the {error, message} of err, as the HTTP API writes it.
+func errorBody(log *slog.Logger, err error) (kernel.Kind, string) {
+	var ua *unavailable
+	var ke *kernel.Error
+	switch {
+	case errors.As(err, &ua):
+		return kernel.Unavailable, ua.msg
+	case errors.Is(err, projection.ErrDamaged):
+		log.Error("projection damaged", "err", err)
+		return kernel.Unavailable, "the projections are damaged and are not served until they are rebuilt from the ledger"
+	case errors.Is(err, projection.ErrNotFound):
+		return kernel.NotFound, "not found"
+	case errors.As(err, &ke) && ke.Kind != kernel.Internal:
+		return ke.Kind, ke.Message
+	}
+	log.Error("internal error", "err", err)
+	return kernel.Internal, "internal error; see the server log"
+}
+
+// a2aError is the A2A error of a refusal of the engine or the projections:
+//
+//	NotFoundError                   TaskNotFoundError
+//	ValidationError, KernelError    InvalidParamsError
+//	UnauthorizedError               unauthenticated
+//	ForbiddenError                  permission denied
+//	InvariantError, ConflictError,  UnsupportedOperationError (a drained,
+//	FencingError                    disabled or non-accepting agent, a
+//	                                dispatch key reused with another message)
+//	ServiceUnavailableError,        InternalError
+//	InternalError
+//
+// The message is the engine's.
+func (h *Handler) a2aError(err error) error {
+	var ae *a2a.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	kind, msg := errorBody(h.cfg.Logger, err)
+	var base error
+	switch kind {
+	case kernel.NotFound:
+		base = a2a.ErrTaskNotFound
+	case kernel.Validation, kernel.BadRequest:
+		base = a2a.ErrInvalidParams
+	case kernel.Unauthorized:
+		base = a2a.ErrUnauthenticated
+	case kernel.Forbidden:
+		base = a2a.ErrUnauthorized
+	case kernel.Invariant, kernel.Conflict, kernel.Fencing:
+		base = a2a.ErrUnsupportedOperation
+	default:
+		base = a2a.ErrInternalError
+	}
+	return a2a.NewError(base, msg).WithDetails(map[string]any{"error": string(kind)})
+}
+
+// wait blocks until the projections committed seq.
+func (h *Handler) wait(ctx context.Context, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.WaitTimeout)
+	defer cancel()
+	if err := h.store.WaitFor(ctx, seq); err != nil {
+		return notYet(seq)
+	}
+	return nil
+}
