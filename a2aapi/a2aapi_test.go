@@ -57,7 +57,7 @@ func TestCardDiscovery(t *testing.T) {
 			Description: card.Capabilities.Extensions[0].Description}}},
 		DefaultInputModes:  []string{"text/plain", "application/json"},
 		DefaultOutputModes: []string{"text/plain", "application/json"},
-		Skills: []a2a.AgentSkill{{ID: "summarize", Name: "summarize", Description: card.Skills[0].Description, Tags: []string{"turn_kind"}}},
+		Skills:             []a2a.AgentSkill{{ID: "summarize", Name: "summarize", Description: card.Skills[0].Description, Tags: []string{"turn_kind"}}},
 		SecuritySchemes: a2a.NamedSecuritySchemes{"bearer": a2a.HTTPAuthSecurityScheme{Scheme: "Bearer",
 			Description: "a turnledger agent credential token of the calling agent, of this agent's project"}},
 		SecurityRequirements: a2a.SecurityRequirementsOptions{{"bearer": a2a.SecuritySchemeScopes{}}},
