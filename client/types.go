@@ -98,6 +98,7 @@ type Turn struct {
 	// otherwise); Tags are the Turn's tags.
 	AwaitingInput   *AwaitingInput  `json:"awaiting_input"`
 	Tags            []string        `json:"tags"`
+	ContextID       *string         `json:"context_id"` // the conversation the Turn belongs to (A2A's contextId), nil without one
 	FinalPayload    json.RawMessage `json:"final_payload"`
 	FinalRecordRole *string         `json:"final_record_role"`
 	CreatedAt       time.Time       `json:"created_at"`
@@ -408,7 +409,8 @@ type DispatchRequest struct {
 	Deadline     *time.Time `json:"deadline,omitempty"`
 	MaxAttempts  *int       `json:"max_attempts,omitempty"`
 	RetryBackoff *Backoff   `json:"retry_backoff,omitempty"`
-	Tags         []string   `json:"tags,omitempty"` // at most 16, each 1 to 64 of [A-Za-z0-9._:-]
+	Tags         []string   `json:"tags,omitempty"`       // at most 16, each 1 to 64 of [A-Za-z0-9._:-]
+	ContextID    string     `json:"context_id,omitempty"` // groups the Turns of one conversation (A2A's contextId)
 	Meta         *Meta      `json:"meta,omitempty"`
 	Trace        *Trace     `json:"trace,omitempty"`
 }
@@ -559,6 +561,7 @@ type TurnQuery struct {
 	Outcome           string
 	Priority          int      // 1 to 5; 0: any
 	Tags              []string // Turns carrying every one of them
+	ContextID         string   // Turns of this context_id
 	AwaitingInput     bool     // only Turns suspended for input
 	StopRequestedOnly bool
 	AfterLedgerSeq    uint64
