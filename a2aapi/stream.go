@@ -241,10 +241,12 @@ func frameOf(t *kernel.Turn, rec kernel.Recorded) a2a.Event {
 		return &a2a.Task{ID: a2a.TaskID(t.ID), ContextID: ctxID, Status: status, History: []*a2a.Message{inputMessage(v)}, Metadata: meta}
 	case *kernel.TurnRecordAppended:
 		it := projection.ContextItem{TurnSeq: d.TurnSeq, Role: d.Role, Payload: d.Payload}
-		if d.Role == roleArtifact {
+		switch {
+		case d.Role == roleArtifact:
 			return &a2a.TaskArtifactUpdateEvent{TaskID: a2a.TaskID(t.ID), ContextID: ctxID, Artifact: recordArtifact(t.ID, it, false), Metadata: meta}
+		case !strings.HasPrefix(d.Role, bookkeepingPrefix):
+			status.Message = recordMessage(t.ID, ctxID, it)
 		}
-		status.Message = recordMessage(t.ID, ctxID, it)
 	case *kernel.TurnInputProvided:
 		status.Message = recordMessage(t.ID, ctxID, projection.ContextItem{TurnSeq: d.TurnSeq, Role: kernel.RoleInput, Payload: d.Input})
 	case *kernel.TurnSuspended:

@@ -3,6 +3,7 @@ package a2aapi
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/turnledger/turnledger/kernel"
@@ -25,6 +26,10 @@ const (
 const (
 	roleArtifact = "artifact"
 	finalID      = "final" // the artifact id of a Turn's final payload
+	// bookkeepingPrefix begins the roles of the records an A2A bridge
+	// keeps for itself (the remote task's id, the inputs it forwarded):
+	// neither messages nor artifacts.
+	bookkeepingPrefix = "a2a."
 )
 
 // DefaultTurnKind is the turn_kind of a message that names no skill.
@@ -215,6 +220,8 @@ func taskOf(v projection.TurnView, items []projection.ContextItem, historyLength
 	for _, it := range items {
 		final := v.State == kernel.StateFinished && len(v.FinalPayload) > 0 && !kernel.IsNull(v.FinalPayload) && it.LedgerSeq == v.LedgerSeq
 		switch {
+		case strings.HasPrefix(it.Role, bookkeepingPrefix):
+			// the A2A bridge's own records (client/a2abridge)
 		case final || it.Role == roleArtifact:
 			if artifacts {
 				t.Artifacts = append(t.Artifacts, recordArtifact(v.TurnID, it, final))

@@ -1,0 +1,388 @@
+package a2abridge_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/turnledger/turnledger/client"
+	"github.com/turnledger/turnledger/client/a2abridge"
+	"github.com/turnledger/turnledger/ledger"
+	"github.com/turnledger/turnledger/serve"
+)
+
+const adminToken = "bridge-test-admin-token"
+
+// clock is a settable clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// remoteAgent is a small A2A agent made with the a2a-go server. What it
+// does depends on the first text part of a task's first message:
+//
+//	succeed  a status message "working on it", an artifact "out", COMPLETED with "done"
+//	fail     FAILED with "boom"
+//	ask      INPUT_REQUIRED "Approve?"; the answer's data part completes it
+//	slow     WORKING, then waits for release (COMPLETED) or a cancel
+type remoteAgent struct {
+	mu       sync.Mutex
+	starts   map[string]int // executions started, by text
+	started  chan a2a.TaskID
+	release  chan struct{}
+	canceled atomic.Int32
+}
+
+func (r *remoteAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		if ec.StoredTask != nil && ec.StoredTask.Status.State == a2a.TaskStateInputRequired {
+			answer, _ := ec.Message.Parts[0].Data().(map[string]any)
+			text := "denied"
+			if answer["approve"] == true {
+				text = "approved"
+			}
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(text))), nil)
+			return
+		}
+		text := ec.Message.Parts[0].Text()
+		r.mu.Lock()
+		r.starts[text]++
+		r.mu.Unlock()
+		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		switch text {
+		case "succeed":
+			if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("working on it"))), nil) {
+				return
+			}
+			art := a2a.NewArtifactEvent(ec, a2a.NewTextPart("the output"))
+			art.Artifact.Name = "out"
+			if !yield(art, nil) {
+				return
+			}
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("done"))), nil)
+		case "fail":
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateFailed, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("boom"))), nil)
+		case "ask":
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateInputRequired, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("Approve?"))), nil)
+		case "slow":
+			if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
+				return
+			}
+			r.started <- ec.TaskID
+			select {
+			case <-r.release:
+				yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("finally"))), nil)
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+func (r *remoteAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		r.canceled.Add(1)
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+func (r *remoteAgent) startsOf(text string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.starts[text]
+}
+
+// startRemote serves the remote agent (JSON-RPC at /a2a, its card at the
+// well-known path) on a loopback server.
+func startRemote(t *testing.T) (*remoteAgent, string) {
+	t.Helper()
+	r := &remoteAgent{starts: map[string]int{}, started: make(chan a2a.TaskID, 4), release: make(chan struct{})}
+	mux := http.NewServeMux()
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	card := &a2a.AgentCard{Name: "remote", Description: "a remote agent", Version: "1",
+		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(hs.URL+"/a2a", a2a.TransportProtocolJSONRPC)},
+		Capabilities:        a2a.AgentCapabilities{Streaming: true}, DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Skills: []a2a.AgentSkill{{ID: "work", Name: "work", Description: "works", Tags: []string{}}}}
+	mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(r)))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	return r, hs.URL
+}
+
+// switchable is a transport that can be cut off, as if its process died.
+type switchable struct{ dead atomic.Bool }
+
+func (s *switchable) RoundTrip(r *http.Request) (*http.Response, error) {
+	if s.dead.Load() {
+		return nil, errors.New("the bridge process is gone")
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+type world struct {
+	t        *testing.T
+	url      string
+	clock    *clock
+	admin    *client.Client
+	token    string // the bridged agent's credential
+	a2a      *a2aclient.Client
+	remote   *remoteAgent
+	remoteTo string
+}
+
+// newWorld starts turnledger serve (A2A face included), registers the
+// requester "boss" and the bridged agent "proxy", and starts the remote
+// agent; the test's A2A client talks to proxy through serve.
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	clk := &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	cfg := serve.DefaultConfig()
+	cfg.Addr, cfg.DataDir, cfg.AdminToken = "127.0.0.1:0", t.TempDir(), adminToken
+	cfg.Ledger.Storage = ledger.MemoryStorage
+	cfg.ReapInterval = 0
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Now = clk.Now
+	s, err := serve.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	w := &world{t: t, url: s.URL(), clock: clk}
+	w.admin, err = client.New(w.url, client.WithAdminToken(adminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	register := func(id string, accepts bool, grants ...string) string {
+		if _, err := w.admin.RegisterAgent(ctx, "p", client.RegisterRequest{
+			Spec:       client.AgentSpec{AgentID: id, Role: "worker", Enabled: true, AcceptsWork: accepts, Capacity: 2, Capabilities: []string{"work"}, Grants: grants},
+			Provenance: client.Provenance{Kind: "test"}}); err != nil {
+			t.Fatal(err)
+		}
+		cred, err := w.admin.IssueCredential(ctx, "p", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cred.Token
+	}
+	boss := register("boss", false, "turns:dispatch")
+	w.token = register("proxy", true)
+	base := w.url + "/a2a/projects/p/agents/proxy"
+	card, err := agentcard.NewResolver(http.DefaultClient).Resolve(ctx, base, agentcard.WithRequestHeader("Authorization", "Bearer "+boss))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: bearerTransport{boss}}
+	if w.a2a, err = a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc)); err != nil {
+		t.Fatal(err)
+	}
+	w.remote, w.remoteTo = startRemote(t)
+	return w
+}
+
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// bridge runs a bridge for proxy over the transport given (nil: the
+// default) until the returned stop is called.
+func (w *world) bridge(tr http.RoundTripper) (stop func()) {
+	w.t.Helper()
+	if tr == nil {
+		tr = http.DefaultTransport
+	}
+	c, err := client.New(w.url, client.WithAgent("p", "proxy", w.token), client.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	remote, err := a2abridge.Dial(context.Background(), w.remoteTo, &http.Client{Transport: tr}, nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	b, err := a2abridge.New(a2abridge.Config{Client: c, Remote: remote, PollInterval: 10 * time.Millisecond,
+		Worker: client.WorkerConfig{Wait: 200 * time.Millisecond, RetryDelay: 10 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond, PresenceInterval: -1},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Run(ctx)
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	w.t.Cleanup(stop)
+	return stop
+}
+
+// send sends a message to proxy over A2A (through serve) and returns the
+// task.
+func (w *world) send(id, text string) *a2a.Task {
+	w.t.Helper()
+	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))
+	m.ID = id
+	res, err := w.a2a.SendMessage(context.Background(), &a2a.SendMessageRequest{Message: m, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		w.t.Fatalf("SendMessage(%s) = %v", text, err)
+	}
+	return res.(*a2a.Task)
+}
+
+// until waits for the task to reach the state, within a bound.
+func (w *world) until(id a2a.TaskID, want a2a.TaskState) *a2a.Task {
+	w.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		task, err := w.a2a.GetTask(context.Background(), &a2a.GetTaskRequest{ID: id})
+		if err == nil && task.Status.State == want {
+			return task
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("task %s: %+v, %v; want %s", id, task, err, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func texts(ps a2a.ContentParts) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Text())
+	}
+	return out
+}
+
+func TestBridgeSuccessAndFailure(t *testing.T) {
+	w := newWorld(t)
+	w.bridge(nil)
+	ok := w.until(w.send("m-ok", "succeed").ID, a2a.TaskStateCompleted)
+	var agentSaid []string
+	for _, m := range ok.History {
+		if m.Role == a2a.MessageRoleAgent {
+			agentSaid = append(agentSaid, texts(m.Parts)...)
+		}
+	}
+	if len(agentSaid) != 1 || agentSaid[0] != "working on it" {
+		t.Errorf("agent messages of the bridged task = %q, want the remote's status message", agentSaid)
+	}
+	if len(ok.Artifacts) != 2 || ok.Artifacts[0].Name != "out" || texts(ok.Artifacts[0].Parts)[0] != "the output" || ok.Artifacts[1].ID != "final" {
+		t.Errorf("artifacts = %+v, want the remote's artifact then the final payload", ok.Artifacts)
+	}
+	failed := w.until(w.send("m-fail", "fail").ID, a2a.TaskStateFailed)
+	if failed.Status.Message == nil {
+		t.Errorf("a failed task has no status message")
+	}
+	if n := w.remote.startsOf("succeed") + w.remote.startsOf("fail"); n != 2 {
+		t.Errorf("the remote agent started %d tasks, want 2", n)
+	}
+}
+
+func TestBridgeInputRequired(t *testing.T) {
+	w := newWorld(t)
+	w.bridge(nil)
+	task := w.until(w.send("m-ask", "ask").ID, a2a.TaskStateInputRequired)
+	if got := texts(task.Status.Message.Parts); len(got) == 0 || got[0] != "Approve?" {
+		t.Fatalf("prompt = %q, want the remote's", got)
+	}
+	answer := a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewDataPart(map[string]any{"approve": true}))
+	if _, err := w.a2a.SendMessage(context.Background(), &a2a.SendMessageRequest{Message: answer, Config: &a2a.SendMessageConfig{ReturnImmediately: true}}); err != nil {
+		t.Fatal(err)
+	}
+	done := w.until(task.ID, a2a.TaskStateCompleted)
+	final := done.Artifacts[len(done.Artifacts)-1]
+	if got := texts(final.Parts); len(got) != 1 || got[0] != "approved" {
+		t.Errorf("final artifact = %q, want the remote's final message on the answer, approved", got)
+	}
+	if w.remote.startsOf("ask") != 1 {
+		t.Errorf("the remote agent started %d tasks for one Turn, want 1 (the answer continues it)", w.remote.startsOf("ask"))
+	}
+}
+
+func TestBridgeCancel(t *testing.T) {
+	w := newWorld(t)
+	w.bridge(nil)
+	task := w.send("m-slow", "slow")
+	<-w.remote.started
+	w.until(task.ID, a2a.TaskStateWorking)
+	if _, err := w.a2a.CancelTask(context.Background(), &a2a.CancelTaskRequest{ID: task.ID}); err != nil {
+		t.Fatal(err)
+	}
+	w.until(task.ID, a2a.TaskStateCanceled)
+	if w.remote.canceled.Load() != 1 {
+		t.Errorf("the remote task was canceled %d times, want 1", w.remote.canceled.Load())
+	}
+}
+
+// TestBridgeKilledMidTask: a bridge whose process dies mid-task loses
+// nothing: the claim expires, the Turn is queued again, and the next
+// bridge follows the same remote task to its end.
+func TestBridgeKilledMidTask(t *testing.T) {
+	w := newWorld(t)
+	tr := &switchable{}
+	stop1 := w.bridge(tr)
+	task := w.send("m-kill", "slow")
+	<-w.remote.started
+	w.until(task.ID, a2a.TaskStateWorking)
+	ctx := context.Background()
+	// Wait for the remote task to be on the Turn, then kill the bridge.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		items, err := w.admin.TurnContext(ctx, "p", string(task.ID), 0, 50)
+		if err == nil && len(items.Items) > 0 && items.Items[0].Role == a2abridge.RoleRemoteTask {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bridge recorded no remote task: %+v, %v", items, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tr.dead.Store(true)
+	stop1()
+	w.clock.add(time.Hour) // past the claim's expiry
+	if _, err := w.admin.ReconcileExpiredClaims(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	w.until(task.ID, a2a.TaskStateSubmitted)
+	w.bridge(nil)
+	close(w.remote.release)
+	done := w.until(task.ID, a2a.TaskStateCompleted)
+	if n := w.remote.startsOf("slow"); n != 1 {
+		t.Errorf("the remote agent started %d tasks, want 1: the next bridge follows the same one", n)
+	}
+	turn, err := w.admin.GetTurn(ctx, "p", string(done.ID))
+	if err != nil || turn.Attempts != 2 {
+		t.Errorf("Turn after a killed bridge: %+v, %v; want 2 attempts", turn, err)
+	}
+}
