@@ -20,6 +20,7 @@ import (
 	"github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/httpapi"
+	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
@@ -224,11 +225,14 @@ func (e *env) worker(project, agent, token string) *client.Client {
 // waitFor polls cond until it holds, within a bound.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	checkfor.Until(t, 10*time.Second, what, cond)
+}
+
+// another starts a second instance over the same NATS server, with
+// projections of its own (folded from the same stream).
+func (e *env) another() *env {
+	e.t.Helper()
+	o := &env{t: e.t, natsURL: e.natsURL, dbPath: filepath.Join(e.t.TempDir(), "other.db"), clock: e.clock, cfg: e.cfg}
+	o.start()
+	return o
 }

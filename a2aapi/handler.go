@@ -139,7 +139,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if reqlog.Active(r) {
-		reqlog.Route(r, endpointPattern+rest, project)
+		reqlog.Route(r, endpointPattern+routeOf(rest), project)
 	}
 	caller, err := h.authenticate(r, project, agent)
 	if err != nil {
@@ -184,6 +184,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2.URL.Path, r2.URL.RawPath = rest, ""
 		h.rest.ServeHTTP(w, r2)
 	}
+}
+
+// routeOf is the route of the request log for the path after an agent's
+// base URL: task ids are not part of it.
+func routeOf(rest string) string {
+	tail, ok := strings.CutPrefix(rest, "/tasks/")
+	if !ok || tail == "" {
+		return rest
+	}
+	if i := strings.IndexAny(tail, ":/"); i >= 0 {
+		return "/tasks/{task_id}" + tail[i:]
+	}
+	return "/tasks/{task_id}"
 }
 
 // serveJSONRPC hands a JSON-RPC request to the SDK, but for the streaming

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -79,7 +80,7 @@ func openStream(t *testing.T, e *env, token, taskID, lastEventID string) (*http.
 }
 
 // TestStreamResumes: a subscription broken mid-task and resumed with
-// Last-Event-ID gives every event of the Turn's feed once, in order, each
+// Last-Event-ID, on another instance, gives every event of the Turn's feed once, in order, each
 // frame's id its ledger_seq.
 func TestStreamResumes(t *testing.T) {
 	e := newEnv(t, nil)
@@ -109,7 +110,9 @@ func TestStreamResumes(t *testing.T) {
 	if _, err := w.AppendSemanticRecord(ctx, claim.Claim, "artifact", map[string]any{"parts": []any{map[string]any{"text": "out"}}}); err != nil {
 		t.Fatal(err)
 	}
-	resp, next = openStream(t, e, boss, string(task.ID), strconv.FormatUint(got[len(got)-1].ID, 10))
+	// Resumed on another instance, with projections of its own.
+	other := e.another()
+	resp, next = openStream(t, other, boss, string(task.ID), strconv.FormatUint(got[len(got)-1].ID, 10))
 	defer resp.Body.Close()
 	f, ok := next()
 	if !ok {
@@ -193,6 +196,38 @@ func TestStreamingSendWithTheSDK(t *testing.T) {
 			}
 			if diff := cmp.Diff(seqs[1:], again); diff != "" {
 				t.Errorf("resumed stream after %v (-want +got):\n%s", seqs[0], diff)
+			}
+		})
+	}
+}
+
+// TestStreamRefusals: a stream that cannot start is refused as the
+// binding refuses any call: an unknown task, a malformed Last-Event-ID, a
+// send without the dispatch grant.
+func TestStreamRefusals(t *testing.T) {
+	e := newEnv(t, nil)
+	boss := e.agent("p", "boss", false, "turns:dispatch")
+	nogrant := e.agent("p", "nogrant", false)
+	e.agent("p", "writer", true)
+	ctx := context.Background()
+	for _, binding := range bindings {
+		t.Run(string(binding), func(t *testing.T) {
+			c := e.client("p", "writer", boss, binding)
+			first := func(events func(func(a2a.Event, error) bool)) error {
+				for _, err := range events {
+					return err
+				}
+				return nil
+			}
+			if err := first(c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: "turn_0000000000000000000000000000dead"})); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Errorf("SubscribeToTask(unknown) = %v, want %v", err, a2a.ErrTaskNotFound)
+			}
+			bad := a2aclient.AttachServiceParams(ctx, a2aclient.ServiceParams{"Last-Event-ID": {"yesterday"}})
+			if err := first(c.SendStreamingMessage(bad, &a2a.SendMessageRequest{Message: message("bad-"+string(binding), "x")})); !errors.Is(err, a2a.ErrInvalidParams) {
+				t.Errorf("SendStreamingMessage with Last-Event-ID yesterday = %v, want %v", err, a2a.ErrInvalidParams)
+			}
+			if err := first(e.client("p", "writer", nogrant, binding).SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: message("ng-"+string(binding), "x")})); !errors.Is(err, a2a.ErrUnauthorized) {
+				t.Errorf("SendStreamingMessage without turns:dispatch = %v, want %v", err, a2a.ErrUnauthorized)
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/client/a2abridge"
+	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/ledger"
 	"github.com/turnledger/turnledger/serve"
 )
@@ -263,17 +264,13 @@ func (w *world) send(id, text string) *a2a.Task {
 // until waits for the task to reach the state, within a bound.
 func (w *world) until(id a2a.TaskID, want a2a.TaskState) *a2a.Task {
 	w.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		task, err := w.a2a.GetTask(context.Background(), &a2a.GetTaskRequest{ID: id})
-		if err == nil && task.Status.State == want {
-			return task
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("task %s: %+v, %v; want %s", id, task, err, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var task *a2a.Task
+	checkfor.Until(w.t, 15*time.Second, "task "+string(id)+" "+string(want), func() bool {
+		t, err := w.a2a.GetTask(context.Background(), &a2a.GetTaskRequest{ID: id})
+		task = t
+		return err == nil && t.Status.State == want
+	})
+	return task
 }
 
 func texts(ps a2a.ContentParts) []string {
@@ -357,17 +354,10 @@ func TestBridgeKilledMidTask(t *testing.T) {
 	w.until(task.ID, a2a.TaskStateWorking)
 	ctx := context.Background()
 	// Wait for the remote task to be on the Turn, then kill the bridge.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	checkfor.Until(t, 10*time.Second, "the bridge to record the remote task", func() bool {
 		items, err := w.admin.TurnContext(ctx, "p", string(task.ID), 0, 50)
-		if err == nil && len(items.Items) > 0 && items.Items[0].Role == a2abridge.RoleRemoteTask {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the bridge recorded no remote task: %+v, %v", items, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err == nil && len(items.Items) > 0 && items.Items[0].Role == a2abridge.RoleRemoteTask
+	})
 	tr.dead.Store(true)
 	stop1()
 	w.clock.add(time.Hour) // past the claim's expiry
