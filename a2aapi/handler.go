@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -56,6 +57,7 @@ type Handler struct {
 	rest      http.Handler // the SDK's HTTP+JSON binding over service
 	svc       *service
 	stopping  chan struct{}
+	stopOnce  sync.Once
 }
 
 // New returns the A2A handler over an engine (commands) and a projection
@@ -125,11 +127,7 @@ func endpointOf(path string) (project, agent, rest string, ok bool) {
 
 // StopWaiting ends every stream (serve calls it on shutdown).
 func (h *Handler) StopWaiting() {
-	select {
-	case <-h.stopping:
-	default:
-		close(h.stopping)
-	}
+	h.stopOnce.Do(func() { close(h.stopping) })
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
