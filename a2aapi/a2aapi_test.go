@@ -404,5 +404,37 @@ func TestInputRequired(t *testing.T) {
 	if err != nil || got.Status.State != a2a.TaskStateCompleted || len(got.History) != 2 || got.History[1].Role != a2a.MessageRoleUser {
 		t.Errorf("finished task = %+v, %v; want COMPLETED with the answer in its history", got, err)
 	}
-	_ = time.Second
+}
+
+// TestFailedAuthenticationsAreThrottled: past the burst of failures from an
+// address, a wrong token is answered 429 with Retry-After, while a valid
+// credential is still served.
+func TestFailedAuthenticationsAreThrottled(t *testing.T) {
+	e := newEnv(t, func(c *a2aapi.Config) { c.AuthFailures.Burst, c.AuthFailures.Every = 2, time.Hour })
+	boss := e.agent("p", "boss", false, "turns:dispatch")
+	e.agent("p", "writer", true)
+	get := func(token string) *http.Response {
+		req, _ := http.NewRequest("GET", e.base("p", "writer")+"/.well-known/agent-card.json", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	var codes []int
+	for range 3 {
+		codes = append(codes, get("tla_wrong").StatusCode)
+	}
+	if diff := cmp.Diff([]int{401, 401, 429}, codes); diff != "" {
+		t.Errorf("statuses of three wrong tokens (-want +got):\n%s", diff)
+	}
+	if resp := get("tla_wrong"); resp.Header.Get("Retry-After") == "" {
+		t.Error("a throttled request has no Retry-After")
+	}
+	if resp := get(boss); resp.StatusCode != 200 {
+		t.Errorf("a valid credential while the address is throttled = %d, want 200", resp.StatusCode)
+	}
 }

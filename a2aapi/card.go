@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/turnledger/turnledger/internal/faceauth"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -41,7 +42,7 @@ func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request, id identity)
 		a, err = h.store.Agent(id.project, id.agent, h.cfg.Now())
 	}
 	if err != nil {
-		kind, msg := errorBody(h.cfg.Logger, err)
+		kind, msg := faceauth.ErrorBody(h.cfg.Logger, err)
 		writeError(w, kind.Status(), kind, msg)
 		return
 	}

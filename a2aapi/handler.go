@@ -7,19 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/turnledger/turnledger/engine"
+	"github.com/turnledger/turnledger/internal/faceauth"
+	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/internal/reqlog"
-	"github.com/turnledger/turnledger/internal/throttle"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -33,13 +30,6 @@ const CardPath = "/.well-known/agent-card.json"
 // endpointPattern is the route of the request log.
 const endpointPattern = "/a2a/projects/{project_id}/agents/{agent_id}"
 
-// Headers of the HTTP API that an A2A request may send; they must match
-// the path's project and the calling agent when sent.
-const (
-	headerProject = "X-Svc-Project-Id"
-	headerAgent   = "X-Svc-Agent-Id"
-)
-
 // JSON-RPC methods served by this package rather than the SDK: the
 // streams, whose frames carry the ledger_seq as their id.
 const (
@@ -49,15 +39,15 @@ const (
 
 // Handler serves the A2A endpoints of every agent.
 type Handler struct {
-	engine    *engine.Engine
-	store     *projection.Store
-	cfg       Config
-	authFails *throttle.Buckets
-	jsonrpc   http.Handler // the SDK's JSON-RPC binding over service
-	rest      http.Handler // the SDK's HTTP+JSON binding over service
-	svc       *service
-	stopping  chan struct{}
-	stopOnce  sync.Once
+	engine   *engine.Engine
+	store    *projection.Store
+	cfg      Config
+	guard    *faceauth.Guard
+	jsonrpc  http.Handler // the SDK's JSON-RPC binding over service
+	rest     http.Handler // the SDK's HTTP+JSON binding over service
+	svc      *service
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // New returns the A2A handler over an engine (commands) and a projection
@@ -66,7 +56,7 @@ func New(e *engine.Engine, store *projection.Store, cfg Config) (*Handler, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{engine: e, store: store, cfg: cfg, authFails: throttle.New(cfg.AuthFailures, cfg.Now), stopping: make(chan struct{})}
+	h := &Handler{engine: e, store: store, cfg: cfg, guard: faceauth.NewGuard(cfg.AuthFailures, cfg.Now), stopping: make(chan struct{})}
 	h.svc = &service{h: h}
 	opts := []a2asrv.TransportOption{a2asrv.WithTransportPanicHandler(func(r any) error {
 		cfg.Logger.Error("a2a handler panicked", "panic", r)
@@ -141,7 +131,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	caller, err := h.authenticate(r, project, agent)
 	if err != nil {
-		h.writeAuthError(w, r, project, agent, err)
+		faceauth.WriteRefusal(w, h.cfg.Logger, err, `Bearer realm="turnledger"`)
 		return
 	}
 	id := identity{project: project, agent: agent, caller: caller, base: h.base(r) + "/a2a/projects/" + project + "/agents/" + agent}
@@ -268,127 +258,37 @@ func (h *Handler) base(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-func bearer(r *http.Request) (string, bool) {
-	if len(r.Header.Values("Authorization")) != 1 {
-		return "", false
-	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return "", false
-	}
-	return strings.TrimSpace(token), true
-}
-
-// errThrottled is a throttled authentication, with how long to wait.
-type errThrottled struct{ wait time.Duration }
-
-func (e *errThrottled) Error() string {
-	return "too many failed authentications; retry after the time in Retry-After"
-}
-
-func addrKey(r *http.Request) string        { return "addr\x00" + throttle.RemoteHost(r) }
-func agentKey(project, agent string) string { return "agent\x00" + project + "\x00" + agent }
-
-// authenticate checks the throttle and the bearer token, which names the
-// calling agent of the path's project; the X-Svc-* headers, when sent,
-// must match. The throttle is that of the HTTP API and the MCP endpoint
-// (internal/throttle), keyed by address and by the endpoint's agent.
+// authenticate checks the identity headers, the throttle and the bearer
+// token, which names the calling agent of the path's project; the
+// X-Svc-* headers, when sent, must match. The throttle is that of the HTTP
+// API and the MCP endpoint, keyed by address and by the endpoint's agent.
 func (h *Handler) authenticate(r *http.Request, project, agent string) (kernel.Caller, error) {
-	for _, hd := range []string{"Authorization", headerProject, headerAgent} {
-		if len(r.Header.Values(hd)) > 1 {
-			return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "the %s header is given more than once", hd)
-		}
+	if err := faceauth.CheckHeaders(r, project); err != nil {
+		return kernel.Caller{}, err
 	}
-	if hp := r.Header.Get(headerProject); hp != "" && hp != project {
-		return kernel.Caller{}, kernel.Errorf(kernel.Forbidden, "%s %q does not match project %s of the path", headerProject, hp, project)
-	}
-	token, ok := bearer(r)
-	if aw, addrFailed := h.authFails.Wait(addrKey(r)); aw > 0 || addrFailed {
-		wait := aw
-		if wait == 0 {
-			wait, _ = h.authFails.Wait(agentKey(project, agent))
-		}
-		// A credential the engine knows is served whoever else fails here.
-		if wait > 0 && !(ok && h.engine.KnownToken(project, token)) {
-			return kernel.Caller{}, &errThrottled{wait}
-		}
+	token, ok := faceauth.Bearer(r)
+	if err := h.guard.Admit(r, project, agent, func() bool { return ok && h.engine.KnownToken(project, token) }); err != nil {
+		return kernel.Caller{}, err
 	}
 	if !ok {
-		h.failed(r, project, agent)
+		h.guard.Fail(r, project, agent)
 		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "missing Authorization: Bearer <agent credential token> of an agent of project %s", project)
 	}
 	c, err := h.engine.AuthenticateToken(r.Context(), project, token)
 	if err != nil {
 		if kernel.ErrorKind(err) == kernel.Unauthorized {
-			h.failed(r, project, agent)
+			h.guard.Fail(r, project, agent)
 		}
 		return c, err
 	}
-	if ha := r.Header.Get(headerAgent); ha != "" && ha != c.AgentID {
-		return kernel.Caller{}, kernel.Errorf(kernel.Forbidden, "%s %q does not match the agent of the token", headerAgent, ha)
+	if ha := r.Header.Get(faceauth.HeaderAgent); ha != "" && ha != c.AgentID {
+		return kernel.Caller{}, kernel.Errorf(kernel.Forbidden, "%s %q does not match the agent of the token", faceauth.HeaderAgent, ha)
 	}
 	return c, nil
 }
 
-func (h *Handler) failed(r *http.Request, project, agent string) {
-	h.authFails.Fail(addrKey(r))
-	h.authFails.Fail(agentKey(project, agent))
-}
-
-// writeAuthError answers a refused authentication in the HTTP API's error
-// shape, before any A2A binding reads the request.
-func (h *Handler) writeAuthError(w http.ResponseWriter, r *http.Request, project, agent string, err error) {
-	var te *errThrottled
-	if errors.As(err, &te) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(te.wait.Seconds()))))
-		writeError(w, http.StatusTooManyRequests, "TooManyRequestsError", te.Error())
-		return
-	}
-	kind, msg := errorBody(h.cfg.Logger, err)
-	if kind == kernel.Unauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="turnledger"`)
-	}
-	writeError(w, kind.Status(), kind, msg)
-}
-
-func writeError(w http.ResponseWriter, status int, name kernel.Kind, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(errBody{Error: string(name), Message: msg})
-}
-
-// errBody is the error body of the HTTP API.
-type errBody struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
-
-// unavailable is a wait for the projections that timed out.
-type unavailable struct{ msg string }
-
-func (e *unavailable) Error() string { return e.msg }
-
-func notYet(seq uint64) error {
-	return &unavailable{fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq)}
-}
-
-// errorBody is the {error, message} of err, as the HTTP API writes it.
-func errorBody(log *slog.Logger, err error) (kernel.Kind, string) {
-	var ua *unavailable
-	var ke *kernel.Error
-	switch {
-	case errors.As(err, &ua):
-		return kernel.Unavailable, ua.msg
-	case errors.Is(err, projection.ErrDamaged):
-		log.Error("projection damaged", "err", err)
-		return kernel.Unavailable, "the projections are damaged and are not served until they are rebuilt from the ledger"
-	case errors.Is(err, projection.ErrNotFound):
-		return kernel.NotFound, "not found"
-	case errors.As(err, &ke) && ke.Kind != kernel.Internal:
-		return ke.Kind, ke.Message
-	}
-	log.Error("internal error", "err", err)
-	return kernel.Internal, "internal error; see the server log"
+func writeError(w http.ResponseWriter, status int, kind kernel.Kind, msg string) {
+	jsonhttp.WriteError(w, status, string(kind), msg)
 }
 
 // a2aError is the A2A error of a refusal of the engine or the projections:
@@ -409,7 +309,7 @@ func (h *Handler) a2aError(err error) error {
 	if errors.As(err, &ae) {
 		return err
 	}
-	kind, msg := errorBody(h.cfg.Logger, err)
+	kind, msg := faceauth.ErrorBody(h.cfg.Logger, err)
 	var base error
 	switch kind {
 	case kernel.NotFound:
@@ -430,10 +330,5 @@ func (h *Handler) a2aError(err error) error {
 
 // wait blocks until the projections committed seq.
 func (h *Handler) wait(ctx context.Context, seq uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.WaitTimeout)
-	defer cancel()
-	if err := h.store.WaitFor(ctx, seq); err != nil {
-		return notYet(seq)
-	}
-	return nil
+	return faceauth.Wait(ctx, h.store, seq, h.cfg.WaitTimeout)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/turnledger/turnledger/internal/faceauth"
+	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -99,8 +101,8 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, body []byte, re
 			buf.WriteString("data: ")
 			buf.Write(data)
 		} else {
-			kind, msg := errorBody(h.cfg.Logger, err)
-			data, _ := json.Marshal(errBody{Error: string(kind), Message: msg})
+			kind, msg := faceauth.ErrorBody(h.cfg.Logger, err)
+			data, _ := json.Marshal(jsonhttp.ErrorBody{Error: string(kind), Message: msg})
 			buf.WriteString("event: error\ndata: ")
 			buf.Write(data)
 		}
@@ -199,7 +201,7 @@ func lastEventID(r *http.Request) (uint64, error) {
 // the Turn: a credential revoked through any instance ends the stream at
 // the next heartbeat.
 func (h *Handler) recheck(r *http.Request, id identity, turnID string) error {
-	token, _ := bearer(r)
+	token, _ := faceauth.Bearer(r)
 	c, err := h.engine.AuthenticateToken(r.Context(), id.project, token)
 	if err != nil {
 		return err
