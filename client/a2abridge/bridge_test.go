@@ -2,7 +2,6 @@ package a2abridge_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"iter"
 	"log/slog"
@@ -20,29 +19,12 @@ import (
 	"github.com/turnledger/turnledger/client"
 	"github.com/turnledger/turnledger/client/a2abridge"
 	"github.com/turnledger/turnledger/internal/checkfor"
+	"github.com/turnledger/turnledger/internal/testclock"
 	"github.com/turnledger/turnledger/ledger"
 	"github.com/turnledger/turnledger/serve"
 )
 
 const adminToken = "bridge-test-admin-token"
-
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // remoteAgent is a small A2A agent made with the a2a-go server. What it
 // does depends on the first text part of a task's first message:
@@ -136,12 +118,38 @@ func startRemote(t *testing.T) (*remoteAgent, string) {
 	return r, hs.URL
 }
 
-// switchable is a transport that can be cut off, as if its process died.
-type switchable struct{ dead atomic.Bool }
+// switchable is a transport that can be frozen, as a process that stops
+// dead: its requests hang until it is revived (or their context ends).
+type switchable struct {
+	mu    sync.Mutex
+	alive chan struct{} // nil: alive
+}
+
+func (s *switchable) freeze() {
+	s.mu.Lock()
+	s.alive = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *switchable) revive() {
+	s.mu.Lock()
+	if s.alive != nil {
+		close(s.alive)
+		s.alive = nil
+	}
+	s.mu.Unlock()
+}
 
 func (s *switchable) RoundTrip(r *http.Request) (*http.Response, error) {
-	if s.dead.Load() {
-		return nil, errors.New("the bridge process is gone")
+	s.mu.Lock()
+	ch := s.alive
+	s.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }
@@ -149,7 +157,7 @@ func (s *switchable) RoundTrip(r *http.Request) (*http.Response, error) {
 type world struct {
 	t        *testing.T
 	url      string
-	clock    *clock
+	clock    *testclock.Offset
 	admin    *client.Client
 	token    string // the bridged agent's credential
 	a2a      *a2aclient.Client
@@ -162,13 +170,14 @@ type world struct {
 // agent; the test's A2A client talks to proxy through serve.
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	clk := &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	clk := &testclock.Offset{}
 	cfg := serve.DefaultConfig()
 	cfg.Addr, cfg.DataDir, cfg.AdminToken = "127.0.0.1:0", t.TempDir(), adminToken
 	cfg.Ledger.Storage = ledger.MemoryStorage
 	cfg.ReapInterval = 0
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Now = clk.Now
+	cfg.Kernel.ClaimTTL = 3 * time.Second // renewed every second: a stop request is seen within one
 	s, err := serve.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +225,8 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // bridge runs a bridge for proxy over the transport given (nil: the
-// default) until the returned stop is called.
+// default) until the returned stop is called. It forwards one Turn at a
+// time, so that no claim request of its is in flight while it works one.
 func (w *world) bridge(tr http.RoundTripper) (stop func()) {
 	w.t.Helper()
 	if tr == nil {
@@ -231,7 +241,7 @@ func (w *world) bridge(tr http.RoundTripper) (stop func()) {
 		w.t.Fatal(err)
 	}
 	b, err := a2abridge.New(a2abridge.Config{Client: c, Remote: remote, PollInterval: 10 * time.Millisecond,
-		Worker: client.WorkerConfig{Wait: 200 * time.Millisecond, RetryDelay: 10 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond, PresenceInterval: -1},
+		Worker: client.WorkerConfig{Capacity: 1, Wait: 200 * time.Millisecond, RetryDelay: 10 * time.Millisecond, ShutdownGrace: 10 * time.Millisecond, PresenceInterval: -1},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		w.t.Fatal(err)
@@ -342,9 +352,10 @@ func TestBridgeCancel(t *testing.T) {
 	}
 }
 
-// TestBridgeKilledMidTask: a bridge whose process dies mid-task loses
-// nothing: the claim expires, the Turn is queued again, and the next
-// bridge follows the same remote task to its end.
+// TestBridgeKilledMidTask: a bridge that stops dead mid-task loses
+// nothing: its claim expires, the Turn is queued again, and the next bridge
+// follows the same remote task to its end. What the dead bridge sends when
+// it wakes up is fenced off.
 func TestBridgeKilledMidTask(t *testing.T) {
 	w := newWorld(t)
 	tr := &switchable{}
@@ -353,26 +364,31 @@ func TestBridgeKilledMidTask(t *testing.T) {
 	<-w.remote.started
 	w.until(task.ID, a2a.TaskStateWorking)
 	ctx := context.Background()
-	// Wait for the remote task to be on the Turn, then kill the bridge.
 	checkfor.Until(t, 10*time.Second, "the bridge to record the remote task", func() bool {
 		items, err := w.admin.TurnContext(ctx, "p", string(task.ID), 0, 50)
 		return err == nil && len(items.Items) > 0 && items.Items[0].Role == a2abridge.RoleRemoteTask
 	})
-	tr.dead.Store(true)
-	stop1()
-	w.clock.add(time.Hour) // past the claim's expiry
+	tr.freeze()                // the first bridge stops dead: no renewal, no release
+	w.clock.Advance(time.Hour) // past the claim's expiry
 	if _, err := w.admin.ReconcileExpiredClaims(ctx, "p"); err != nil {
 		t.Fatal(err)
 	}
 	w.until(task.ID, a2a.TaskStateSubmitted)
 	w.bridge(nil)
+	checkfor.Until(t, 10*time.Second, "the second bridge to claim the Turn", func() bool {
+		turn, err := w.admin.GetTurn(ctx, "p", string(task.ID))
+		return err == nil && turn.State == "claimed" && turn.Attempts == 2
+	})
 	close(w.remote.release)
 	done := w.until(task.ID, a2a.TaskStateCompleted)
 	if n := w.remote.startsOf("slow"); n != 1 {
 		t.Errorf("the remote agent started %d tasks, want 1: the next bridge follows the same one", n)
 	}
+	// The dead bridge wakes up and stops: whatever it sends now is fenced off.
+	tr.revive()
+	stop1()
 	turn, err := w.admin.GetTurn(ctx, "p", string(done.ID))
-	if err != nil || turn.Attempts != 2 {
-		t.Errorf("Turn after a killed bridge: %+v, %v; want 2 attempts", turn, err)
+	if err != nil || turn.Attempts != 2 || turn.Outcome == nil || *turn.Outcome != "succeeded" {
+		t.Errorf("Turn after a dead bridge: %+v, %v; want succeeded at the second attempt", turn, err)
 	}
 }
