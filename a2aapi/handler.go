@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -134,6 +135,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		faceauth.WriteRefusal(w, h.cfg.Logger, err, `Bearer realm="turnledger"`)
 		return
 	}
+	// A blocking SendMessage (Config.SendWait) and the streams outlive the
+	// server's read and write timeouts, which count from the request's
+	// start; streams set a deadline per write of their own.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.SendWait + 2*h.cfg.WaitTimeout + 10*time.Second))
 	id := identity{project: project, agent: agent, caller: caller, base: h.base(r) + "/a2a/projects/" + project + "/agents/" + agent}
 	ctx := context.WithValue(r.Context(), identityKey{}, id)
 	r = r.WithContext(ctx)
