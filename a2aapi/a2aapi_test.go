@@ -386,7 +386,15 @@ func TestInputRequired(t *testing.T) {
 	if after := res.(*a2a.Task); after.ID != task.ID || after.Status.State != a2a.TaskStateSubmitted {
 		t.Errorf("answered task = %s %s, want %s SUBMITTED", after.ID, after.Status.State, task.ID)
 	}
-	if _, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: answer}); !errors.Is(err, a2a.ErrUnsupportedOperation) {
+	// The same answer sent again (its answer lost) is the same answer;
+	// another one is refused: the task no longer waits.
+	res, err = c.SendMessage(ctx, &a2a.SendMessageRequest{Message: answer, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil || res.(*a2a.Task).ID != task.ID {
+		t.Errorf("the answer sent again = %v, %v; want the task", res, err)
+	}
+	other := a2a.NewMessageForTask(a2a.MessageRoleUser, got, a2a.NewDataPart(map[string]any{"approve": false}))
+	other.ID = "answer-2"
+	if _, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: other}); !errors.Is(err, a2a.ErrUnsupportedOperation) {
 		t.Errorf("a second answer = %v, want %v", err, a2a.ErrUnsupportedOperation)
 	}
 	claim, err = w.ClaimTurn(ctx, "p", "writer", 0)

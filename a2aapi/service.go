@@ -236,6 +236,13 @@ func (s *service) send(ctx context.Context, req *a2a.SendMessageRequest) (identi
 			return id, "", 0, err
 		}
 		if v.State != kernel.StateSuspended || v.AwaitingInput == nil {
+			// The same answer sent again (its answer lost) is the same
+			// answer: the task as it stands.
+			if answered, err := s.answered(id, v.TurnID, m.ID); err != nil {
+				return id, "", 0, err
+			} else if answered {
+				return id, v.TurnID, v.LedgerSeq, nil
+			}
 			if v.State == kernel.StateFinished {
 				return id, "", 0, a2a.NewError(a2a.ErrUnsupportedOperation, "task "+v.TurnID+" is finished: send a message without taskId (and with its contextId) to start a new one")
 			}
@@ -269,6 +276,21 @@ func (s *service) send(ctx context.Context, req *a2a.SendMessageRequest) (identi
 		return id, "", 0, h.a2aError(err)
 	}
 	return id, res.TurnID, res.Seq, nil
+}
+
+// answered reports whether the message of this id provided an input of
+// the Turn already.
+func (s *service) answered(id identity, turnID, messageID string) (bool, error) {
+	items, err := s.context(id.project, turnID)
+	if err != nil {
+		return false, err
+	}
+	for _, it := range items {
+		if it.Role == kernel.RoleInput && payloadOf(it.Payload).MessageID == messageID {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // SendMessage dispatches (or provides input) and answers the task: at once
