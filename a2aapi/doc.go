@@ -33,7 +33,8 @@
 // message's (or the request's) metadata its turn_kind (DefaultTurnKind
 // without one), the contextId its context_id (without one, an id derived
 // from the caller and the messageId). SendMessage with the taskId of a task
-// that waits for input provides the input (the message, in the same shape).
+// that waits for input provides the input (the message, in the same shape);
+// the same answer sent again (its messageId) answers the task as it stands.
 // A blocking SendMessage answers once the task finished or waits for input,
 // or after Config.SendWait as it stands; with returnImmediately at once.
 //
