@@ -213,6 +213,10 @@ func TestBlockingSendAndResend(t *testing.T) {
 	if again.ID != task.ID {
 		t.Errorf("a re-sent message made task %s, want %s", again.ID, task.ID)
 	}
+	changed := message("m1", "other work")
+	if _, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: changed, Config: &a2a.SendMessageConfig{ReturnImmediately: true}}); !errors.Is(err, a2a.ErrUnsupportedOperation) {
+		t.Errorf("another message under a used messageId = %v, want %v", err, a2a.ErrUnsupportedOperation)
+	}
 	other := send(t, c, message("m2", "more"), true)
 	failed, err := c.ListTasks(ctx, &a2a.ListTasksRequest{Status: a2a.TaskStateFailed})
 	if err != nil || len(failed.Tasks) != 1 || failed.Tasks[0].ID != task.ID {

@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/google/go-cmp/cmp"
+	"github.com/turnledger/turnledger/a2aapi"
 	"github.com/turnledger/turnledger/client"
 )
 
@@ -230,5 +233,37 @@ func TestStreamRefusals(t *testing.T) {
 				t.Errorf("SendStreamingMessage without turns:dispatch = %v, want %v", err, a2a.ErrUnauthorized)
 			}
 		})
+	}
+}
+
+// TestStreamEndsWhenTheCredentialIsRevoked: at a heartbeat the caller's
+// credential is checked again; revoked, the stream ends with an error
+// frame.
+func TestStreamEndsWhenTheCredentialIsRevoked(t *testing.T) {
+	e := newEnv(t, func(c *a2aapi.Config) { c.HeartbeatInterval = 20 * time.Millisecond })
+	boss := e.agent("p", "boss", false, "turns:dispatch")
+	e.agent("p", "writer", true)
+	c := e.client("p", "writer", boss, a2a.TransportProtocolJSONRPC)
+	task := send(t, c, message("rv", "x"), true)
+	resp, next := openStream(t, e, boss, string(task.ID), "")
+	defer resp.Body.Close()
+	if f, ok := next(); !ok || f.Event != "turn.dispatched" {
+		t.Fatalf("first frame = %+v, %v", f, ok)
+	}
+	var creds struct {
+		Items []struct {
+			CredentialID string `json:"credential_id"`
+		} `json:"items"`
+	}
+	e.admin("GET", "/v3r1/projects/p/agents/boss/credentials", nil, &creds)
+	if len(creds.Items) != 1 {
+		t.Fatalf("credentials of boss = %+v", creds)
+	}
+	e.admin("POST", "/v3r1/projects/p/agents/boss/credentials/"+creds.Items[0].CredentialID+":revoke", nil, nil)
+	// The stream ends with a JSON-RPC error frame (openStream's reader
+	// fails the test on an error frame, so read the rest raw).
+	rest, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(rest), `"error":{"code":-31401`) || !strings.Contains(string(rest), "revoked") {
+		t.Errorf("the stream after the revocation = %q, want an unauthenticated error frame", rest)
 	}
 }

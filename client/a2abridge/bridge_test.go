@@ -33,6 +33,7 @@ const adminToken = "bridge-test-admin-token"
 //	fail     FAILED with "boom"
 //	ask      INPUT_REQUIRED "Approve?"; the answer's data part completes it
 //	slow     WORKING, then waits for release (COMPLETED) or a cancel
+//	hello    a message, no task
 type remoteAgent struct {
 	mu       sync.Mutex
 	starts   map[string]int // executions started, by text
@@ -56,6 +57,10 @@ func (r *remoteAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) i
 		r.mu.Lock()
 		r.starts[text]++
 		r.mu.Unlock()
+		if text == "hello" {
+			yield(a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("hello to you")), nil) // an answer, no task
+			return
+		}
 		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 			return
 		}
@@ -313,6 +318,12 @@ func TestBridgeSuccessAndFailure(t *testing.T) {
 	}
 	if n := w.remote.startsOf("succeed") + w.remote.startsOf("fail"); n != 2 {
 		t.Errorf("the remote agent started %d tasks, want 2", n)
+	}
+	// A remote agent that answers with a message, no task: the answer is
+	// the result.
+	hello := w.until(w.send("m-hello", "hello").ID, a2a.TaskStateCompleted)
+	if got := texts(hello.Artifacts[len(hello.Artifacts)-1].Parts); len(got) != 1 || got[0] != "hello to you" {
+		t.Errorf("final artifact of a message answer = %q, want the message", got)
 	}
 }
 
