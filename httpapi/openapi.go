@@ -67,20 +67,22 @@ func nullable(s m) m {
 }
 
 var (
-	tStr       = m{"type": "string"}
-	tBool      = m{"type": "boolean"}
-	tInt       = m{"type": "integer"}
-	tSeq       = m{"type": "integer", "minimum": 0}
-	tClaimTTL  = m{"type": "integer", "minimum": 1, "maximum": kernel.MaxClaimTTLS, "description": "the lease of the agent's claims in seconds (default: the server's claim TTL)"}
-	tTag       = m{"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"}
-	tContextID = m{"type": "string", "pattern": "^[\\x21-\\x7e]{1,200}$", "description": "groups the Turns of one conversation (A2A's contextId); kept by a retry, not inherited by children"}
-	tPriority  = m{"type": "integer", "minimum": kernel.MinPriority, "maximum": kernel.MaxPriority, "description": "1 runs first; 3 by default"}
-	tTime      = m{"type": "string", "format": "date-time"}
-	tAny       = m{}
-	tObj       = m{"type": "object"}
-	tStrList   = m{"type": "array", "items": tStr}
-	tID        = m{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}
+	tStr      = m{"type": "string"}
+	tBool     = m{"type": "boolean"}
+	tInt      = m{"type": "integer"}
+	tSeq      = m{"type": "integer", "minimum": 0}
+	tClaimTTL = m{"type": "integer", "minimum": 1, "maximum": kernel.MaxClaimTTLS, "description": "the lease of the agent's claims in seconds (default: the server's claim TTL)"}
+	tTag      = m{"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"}
+	tPriority = m{"type": "integer", "minimum": kernel.MinPriority, "maximum": kernel.MaxPriority, "description": "1 runs first; 3 by default"}
+	tTime     = m{"type": "string", "format": "date-time"}
+	tAny      = m{}
+	tObj      = m{"type": "object"}
+	tStrList  = m{"type": "array", "items": tStr}
+	tID       = m{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}
 )
+
+// tContextID is a context_id: the conversation a Turn belongs to.
+var tContextID = m{"type": "string", "pattern": "^[\\x21-\\x7e]{1,200}$", "description": "groups the Turns of one conversation (A2A's contextId); kept by a retry, not inherited by children"}
 
 // closed is a response object: every property required, no others.
 func closed(props m) m {
