@@ -396,6 +396,7 @@ type InputWaitResult struct {
 // ClaimBy, a Turn still never claimed then ends as expired; Deadline, a
 // Turn not finished then ends as timed_out; MaxAttempts, the claims
 // allowed (default no limit); RetryBackoff, the delays of retries.
+// ContextID groups the Turns of one conversation (A2A's contextId).
 type DispatchRequest struct {
 	RequestedBy  AgentRef   `json:"requested_by"`
 	TargetAgent  AgentRef   `json:"target_agent"`
@@ -409,8 +410,8 @@ type DispatchRequest struct {
 	Deadline     *time.Time `json:"deadline,omitempty"`
 	MaxAttempts  *int       `json:"max_attempts,omitempty"`
 	RetryBackoff *Backoff   `json:"retry_backoff,omitempty"`
-	Tags         []string   `json:"tags,omitempty"`       // at most 16, each 1 to 64 of [A-Za-z0-9._:-]
-	ContextID    string     `json:"context_id,omitempty"` // groups the Turns of one conversation (A2A's contextId)
+	Tags         []string   `json:"tags,omitempty"` // at most 16, each 1 to 64 of [A-Za-z0-9._:-]
+	ContextID    string     `json:"context_id,omitempty"`
 	Meta         *Meta      `json:"meta,omitempty"`
 	Trace        *Trace     `json:"trace,omitempty"`
 }

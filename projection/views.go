@@ -72,10 +72,8 @@ type TurnView struct {
 	// otherwise. The input token is never shown.
 	AwaitingInput *AwaitingInputView `json:"awaiting_input"`
 	// Tags are the Turn\'s tags, [] when it has none.
-	Tags []string `json:"tags"`
-	// ContextID groups the Turns of one conversation (A2A's contextId);
-	// null when the dispatch gave none.
-	ContextID       *string         `json:"context_id"`
+	Tags            []string        `json:"tags"`
+	ContextID       *string         `json:"context_id"` // the conversation of the Turn (A2A's contextId); null without one
 	FinalPayload    json.RawMessage `json:"final_payload"`
 	FinalRecordRole *string         `json:"final_record_role"`
 	CreatedAt       time.Time       `json:"created_at"`
