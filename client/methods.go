@@ -571,6 +571,7 @@ func (c *Client) ListTurns(ctx context.Context, project string, q TurnQuery) (*P
 	for _, tag := range q.Tags {
 		v.Add("tag", tag)
 	}
+	str(v, "context_id", q.ContextID)
 	flag(v, "awaiting_input", q.AwaitingInput)
 	flag(v, "stop_requested_only", q.StopRequestedOnly)
 	if q.NewestFirst {

@@ -137,6 +137,7 @@ type Turn struct {
 	// otherwise); Tags are the Turn's tags.
 	AwaitingInput   *AwaitingInput  `json:"awaiting_input"`
 	Tags            []string        `json:"tags"`
+	ContextID       *string         `json:"context_id"` // the conversation the Turn belongs to (A2A's contextId), nil without one
 	FinalPayload    json.RawMessage `json:"final_payload"`
 	FinalRecordRole *string         `json:"final_record_role"`
 	CreatedAt       time.Time       `json:"created_at"`
@@ -435,6 +436,7 @@ type InputWaitResult struct {
 // ClaimBy, a Turn still never claimed then ends as expired; Deadline, a
 // Turn not finished then ends as timed_out; MaxAttempts, the claims
 // allowed (default no limit); RetryBackoff, the delays of retries.
+// ContextID groups the Turns of one conversation (A2A's contextId).
 type DispatchRequest struct {
 	RequestedBy  AgentRef   `json:"requested_by"`
 	TargetAgent  AgentRef   `json:"target_agent"`
@@ -449,6 +451,7 @@ type DispatchRequest struct {
 	MaxAttempts  *int       `json:"max_attempts,omitempty"`
 	RetryBackoff *Backoff   `json:"retry_backoff,omitempty"`
 	Tags         []string   `json:"tags,omitempty"` // at most 16, each 1 to 64 of [A-Za-z0-9._:-]
+	ContextID    string     `json:"context_id,omitempty"`
 	Meta         *Meta      `json:"meta,omitempty"`
 	Trace        *Trace     `json:"trace,omitempty"`
 }
@@ -586,6 +589,7 @@ type TurnQuery struct {
 	Outcome           string
 	Priority          int      // 1 to 5; 0: any
 	Tags              []string // Turns carrying every one of them
+	ContextID         string   // Turns of this context_id
 	AwaitingInput     bool     // only Turns suspended for input
 	StopRequestedOnly bool
 	// NewestFirst lists the newest dispatch first (order=newest); the

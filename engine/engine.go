@@ -442,18 +442,34 @@ func (e *Engine) Authenticate(ctx context.Context, project, agentID, token strin
 		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "X-Svc-Agent-Id must be a valid agent id")
 	}
 	hash := kernel.HashSecret(token)
+	return e.authenticate(ctx, project, func(p *kernel.Project) (kernel.Caller, error) {
+		return kernel.Authenticate(p, agentID, hash, e.cfg.Now())
+	})
+}
+
+// AuthenticateToken resolves a bearer token alone to the agent whose
+// credential it is (kernel.AuthenticateToken), on the caught-up state as
+// Authenticate does.
+func (e *Engine) AuthenticateToken(ctx context.Context, project, token string) (kernel.Caller, error) {
+	hash := kernel.HashSecret(token)
+	return e.authenticate(ctx, project, func(p *kernel.Project) (kernel.Caller, error) {
+		return kernel.AuthenticateToken(p, hash, e.cfg.Now())
+	})
+}
+
+func (e *Engine) authenticate(ctx context.Context, project string, auth func(*kernel.Project) (kernel.Caller, error)) (kernel.Caller, error) {
 	s, last, err := e.slotAt(ctx, project, true)
 	if err != nil {
 		return kernel.Caller{}, err
 	}
 	if p, ok := s.auth.current(last); ok {
 		// The published view holds every event up to last: no lock needed.
-		return kernel.Authenticate(p, agentID, hash, e.cfg.Now())
+		return auth(p)
 	}
 	var c kernel.Caller
 	err = e.doOn(ctx, s, project, last, true, func(p *kernel.Project) error {
 		var err error
-		c, err = kernel.Authenticate(p, agentID, hash, e.cfg.Now())
+		c, err = auth(p)
 		return err
 	})
 	return c, err
@@ -465,6 +481,22 @@ func (e *Engine) Authenticate(ctx context.Context, project, agentID, token strin
 // valid request from a flood of wrong ones before throttling. A project not
 // loaded yet knows no credential. Authenticate still decides.
 func (e *Engine) KnownCredential(project, agentID, token string) bool {
+	return e.known(project, func(p *kernel.Project) error {
+		_, err := kernel.Authenticate(p, agentID, kernel.HashSecret(token), e.cfg.Now())
+		return err
+	})
+}
+
+// KnownToken is KnownCredential for a bearer token alone
+// (AuthenticateToken).
+func (e *Engine) KnownToken(project, token string) bool {
+	return e.known(project, func(p *kernel.Project) error {
+		_, err := kernel.AuthenticateToken(p, kernel.HashSecret(token), e.cfg.Now())
+		return err
+	})
+}
+
+func (e *Engine) known(project string, auth func(*kernel.Project) error) bool {
 	e.mu.Lock()
 	s := e.projects[project]
 	e.mu.Unlock()
@@ -475,8 +507,7 @@ func (e *Engine) KnownCredential(project, agentID, token string) bool {
 	if v == nil {
 		return false
 	}
-	_, err := kernel.Authenticate(v.p, agentID, kernel.HashSecret(token), e.cfg.Now())
-	return err == nil
+	return auth(v.p) == nil
 }
 
 // newID draws an id with a prefix: 128 random bits in hex.

@@ -86,7 +86,7 @@ func (s *packedTurns) slim(t *kernel.Turn) {
 	t.StopRequestedAt, t.FinishedAt, t.Claim = nil, nil, nil
 	t.CreatedAt, t.UpdatedAt = time.Time{}, time.Time{}
 	t.Dispatch.Schedule, t.Dispatch.RetryOf, t.NotBefore, t.AwaitingInput = kernel.Schedule{}, "", nil, nil
-	t.Dispatch.Tags, t.TreeStopped = nil, false
+	t.Dispatch.Tags, t.Dispatch.ContextID, t.TreeStopped = nil, "", false
 	d := &t.Dispatch
 	for _, p := range []*string{&d.TargetAgent.ProjectID, &d.TargetAgent.AgentID, &d.RequestedBy.ProjectID,
 		&d.RequestedBy.AgentID, &d.TurnKind, &d.Authority.Mode, &t.Outcome} {

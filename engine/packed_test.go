@@ -79,7 +79,7 @@ func TestPackedTurnCarriesEveryField(t *testing.T) {
 	want.StopRequestedAt, want.FinishedAt, want.Claim = nil, nil, nil
 	want.CreatedAt, want.UpdatedAt = time.Time{}, time.Time{}
 	want.Dispatch.Schedule, want.Dispatch.RetryOf, want.NotBefore, want.AwaitingInput = kernel.Schedule{}, "", nil, nil
-	want.Dispatch.Tags, want.TreeStopped = nil, false
+	want.Dispatch.Tags, want.Dispatch.ContextID, want.TreeStopped = nil, "", false
 	if diff := cmp.Diff(&want, got); diff != "" {
 		t.Errorf("a finished Turn packed and unpacked differs (-want +got):\n%s", diff)
 	}

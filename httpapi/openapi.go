@@ -81,6 +81,9 @@ var (
 	tID       = m{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}
 )
 
+// tContextID is a context_id: the conversation a Turn belongs to.
+var tContextID = m{"type": "string", "pattern": "^[\\x21-\\x7e]{1,200}$", "description": "groups the Turns of one conversation (A2A's contextId); kept by a retry, not inherited by children"}
+
 // closed is a response object: every property required, no others.
 func closed(props m) m {
 	req := make([]string, 0, len(props))
@@ -256,6 +259,7 @@ func schemas() m {
 			"max_attempts":  m{"type": "integer", "minimum": 1, "maximum": kernel.MaxAttemptsLimit, "description": "claims allowed; a claim that expires on the last one finishes the Turn as dead (default: no limit)"},
 			"retry_backoff": ref("Backoff"),
 			"tags":          m{"type": "array", "items": tTag, "maxItems": kernel.MaxTags, "description": "what the requester knows the Turn by; not inherited by children"},
+			"context_id":    tContextID,
 		}), "requested_by", "target_agent", "input", "turn_kind", "dispatch_key", "authority"),
 		"ClaimBody": body(with(m{"agent": ref("AgentRef"), "lease_s": m{"type": "integer", "minimum": 1, "maximum": kernel.MaxClaimTTLS,
 			"description": "a lease of its own, at most the agent's claim_ttl_s (default: the agent's, else the server's claim TTL)"}}), "agent"),
@@ -316,6 +320,7 @@ func parameters() m {
 		"priority":            q("priority", "Only Turns of this priority (1 to 5).", tPriority),
 		"awaiting_input":      q("awaiting_input", "Only Turns suspended for input (true).", flag),
 		"order":               q("order", "Turn list order: oldest (the default) or newest dispatch first; after_ledger_seq then pages on in that order.", m{"type": "string", "enum": []string{OrderOldest, OrderNewest}}),
+		"context_id":          q("context_id", "Only Turns of this context_id.", tContextID),
 		"tag":                 m{"name": "tag", "in": "query", "description": "Only Turns carrying this tag; repeat it for Turns carrying all of them.", "schema": m{"type": "array", "items": tTag}, "style": "form", "explode": true},
 		"enabled_only":        q("enabled_only", "Only enabled agents.", flag),
 		"accepts_work_only":   q("accepts_work_only", "Only agents accepting work and not drained.", flag),
@@ -458,6 +463,7 @@ func turnView() m {
 		"max_attempts": nullable(tInt), "retry_backoff": nullable(ref("Backoff")), "retry_of": nullable(tStr),
 		"awaiting_input": nullable(closed(m{"prompt": tStr, "schema": nullable(tObj), "input_by": nullable(tTime)})),
 		"tags":           m{"type": "array", "items": tStr},
+		"context_id":     nullable(tStr),
 		"created_at":     tTime, "updated_at": tTime, "finished_at": nullable(tTime), "ledger_seq": tSeq,
 	}
 }

@@ -175,7 +175,7 @@ func (s *Server) routes() []route {
 			query: []string{"turn_kind", "agent_id_filter", "enabled_only", "accepts_work_only", "limit"}, resp: ref("OfferPage")},
 		{method: http.MethodGet, path: p + "/projection/turns", access: project, handle: s.projectionTurns,
 			tag: "Projections", id: "listTurns", summary: "Projected Turns in dispatch order, oldest first unless order=newest; after_ledger_seq is the cursor (a dispatch ledger_seq), which goes on in the order asked for.",
-			query: []string{"target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "tag", "stop_requested_only", "after_ledger_seq", "order", "limit"}, resp: ref("TurnPage")},
+			query: []string{"target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "tag", "context_id", "stop_requested_only", "after_ledger_seq", "order", "limit"}, resp: ref("TurnPage")},
 		{method: http.MethodGet, path: p + "/projection/turns/:turn_id/lineage", access: project, handle: s.lineage,
 			tag: "Projections", id: "turnLineage", summary: "The Turn's lineage: ancestors, itself, descendants.",
 			query: []string{"limit"}, resp: ref("LineagePage")},

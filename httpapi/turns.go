@@ -28,9 +28,10 @@ type dispatchBody struct {
 		ParentClaim *kernel.ClaimToken `json:"parent_claim"`
 	} `json:"authority"`
 	kernel.Schedule
-	Tags  []string      `json:"tags"`
-	Meta  *kernel.Meta  `json:"meta"`
-	Trace *kernel.Trace `json:"trace"`
+	Tags      []string      `json:"tags"`
+	ContextID string        `json:"context_id"`
+	Meta      *kernel.Meta  `json:"meta"`
+	Trace     *kernel.Trace `json:"trace"`
 }
 
 func (s *Server) dispatch(w http.ResponseWriter, c *call) error {
@@ -42,7 +43,7 @@ func (s *Server) dispatch(w http.ResponseWriter, c *call) error {
 		Common: c.common(b.Meta, b.Trace), RequestedBy: b.RequestedBy, TargetAgent: b.TargetAgent,
 		Input: b.Input, TurnKind: b.TurnKind, DispatchKey: b.DispatchKey,
 		Mode: b.Authority.Mode, RequestID: b.Authority.RequestID, ParentClaim: b.Authority.ParentClaim,
-		Schedule: b.Schedule, Tags: b.Tags,
+		Schedule: b.Schedule, Tags: b.Tags, ContextID: b.ContextID,
 	})
 	if err != nil {
 		return err
@@ -511,7 +512,7 @@ const (
 )
 
 func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
-	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "tag", "stop_requested_only", "after_ledger_seq", "order", "limit")
+	q, err := s.query(c, "target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "tag", "context_id", "stop_requested_only", "after_ledger_seq", "order", "limit")
 	if err != nil {
 		return err
 	}
@@ -543,6 +544,10 @@ func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
 		if err := kernel.CheckTag("tag", tag); err != nil {
 			return err
 		}
+	}
+	f.ContextID = q.str("context_id")
+	if err := kernel.CheckContextID(f.ContextID); err != nil {
+		return err
 	}
 	if f.AwaitingInputOnly, err = q.flag("awaiting_input"); err != nil {
 		return err

@@ -80,6 +80,22 @@ func Authenticate(p *Project, agentID, tokenHash string, now time.Time) (Caller,
 	return Caller{AgentID: agentID, CredentialID: found.ID}, nil
 }
 
+// AuthenticateToken resolves a bearer token alone (the A2A face, where the
+// token says who calls) to a Caller: the agent whose credential it is.
+// Every credential of the project is compared, in constant time.
+func AuthenticateToken(p *Project, tokenHash string, now time.Time) (Caller, error) {
+	agentID := ""
+	for _, c := range p.Credentials {
+		if subtle.ConstantTimeCompare([]byte(c.TokenHash), []byte(tokenHash)) == 1 {
+			agentID = c.AgentID
+		}
+	}
+	if agentID == "" {
+		return Caller{}, Errorf(Unauthorized, "invalid agent credentials")
+	}
+	return Authenticate(p, agentID, tokenHash, now)
+}
+
 // check verifies that the caller is still who it was when it authenticated:
 // the admin, or an agent whose credential is still active. Commands call it so
 // that a credential revoked on another instance is refused even when this

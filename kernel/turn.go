@@ -342,6 +342,10 @@ type TurnDispatched struct {
 	// Tags are what the requester knows the Turn by (a customer, a run, a
 	// batch): at most MaxTags, each a tag name (ValidTag). Not inherited.
 	Tags []string `json:"tags,omitempty"`
+	// ContextID groups Turns of one conversation (A2A's contextId): 1 to
+	// 200 printable characters without spaces. Kept by a :retry, not
+	// inherited by children.
+	ContextID string `json:"context_id,omitempty"`
 }
 
 // MaxTags bounds the tags of a Turn.
@@ -352,6 +356,15 @@ var tagPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 // ValidTag reports whether s may be a tag: 1 to 64 letters, digits, '.',
 // '_', ':' or '-'.
 func ValidTag(s string) bool { return tagPattern.MatchString(s) }
+
+// CheckContextID validates a context_id, of a dispatch or of a list filter:
+// empty (none), or 1 to 200 printable characters without spaces.
+func CheckContextID(id string) error {
+	if id != "" && !keyPattern.MatchString(id) {
+		return invalid("context_id must be 1 to 200 printable characters without spaces")
+	}
+	return nil
+}
 
 // checkTags validates the tags of a dispatch.
 func checkTags(tags []string) error {
@@ -670,6 +683,7 @@ type Dispatch struct {
 	MaxDepth    int
 	Schedule    Schedule
 	Tags        []string
+	ContextID   string
 }
 
 // Name is the command's stable name (see Command).
@@ -718,10 +732,14 @@ func (cmd Dispatch) decide(d decider) (*Event, error) {
 	if err := checkTags(cmd.Tags); err != nil {
 		return nil, err
 	}
+	if err := CheckContextID(cmd.ContextID); err != nil {
+		return nil, err
+	}
 	data := &TurnDispatched{
 		TargetAgent: cmd.TargetAgent, RequestedBy: cmd.RequestedBy, Input: cmd.Input,
 		TurnKind: cmd.TurnKind, DispatchKey: cmd.DispatchKey, BodyHash: cmd.BodyHash,
 		RootTurnID: cmd.TurnID, Schedule: cmd.Schedule.utc(), Tags: dedupe(cmd.Tags),
+		ContextID: cmd.ContextID,
 	}
 	switch cmd.Mode {
 	case AuthorityRoot:
@@ -793,6 +811,9 @@ func DispatchHash(cmd Dispatch) string {
 	}
 	if len(cmd.Tags) > 0 {
 		parts = append(parts, map[string]any{"tags": dedupe(cmd.Tags)})
+	}
+	if cmd.ContextID != "" {
+		parts = append(parts, map[string]any{"context_id": cmd.ContextID})
 	}
 	b, _ := json.Marshal(parts)
 	return HashSecret(string(b))

@@ -206,6 +206,9 @@ func turnView(project string, t *kernel.Turn) TurnView {
 	if v.Tags == nil {
 		v.Tags = []string{}
 	}
+	if d.ContextID != "" {
+		v.ContextID = ptr(d.ContextID)
+	}
 	if w := t.AwaitingInput; w != nil {
 		v.AwaitingInput = &AwaitingInputView{Prompt: w.Prompt, Schema: w.Schema, InputBy: w.InputBy}
 		if len(w.Schema) == 0 {

@@ -195,6 +195,7 @@ func (f TurnFilter) match(rec turnRecord) bool {
 		f.Priority != 0 && v.Priority != f.Priority,
 		f.AwaitingInputOnly && v.AwaitingInput == nil,
 		!hasTags(v.Tags, f.Tags),
+		f.ContextID != "" && (v.ContextID == nil || *v.ContextID != f.ContextID),
 		!visible(rec, f.VisibleTo):
 		return false
 	}

@@ -379,7 +379,7 @@ func TestJSONShapes(t *testing.T) {
 		{TurnView{}, sorted("project_id", "turn_id", "turn_kind", "state", "outcome", "stop_requested", "stop_requested_at", "target_agent",
 			"requested_by", "input", "dispatch_key", "authority", "parent", "root_turn_id", "depth", "claim", "attempts",
 			"last_turn_seq", "final_payload", "final_record_role", "created_at", "updated_at", "finished_at", "ledger_seq",
-			"priority", "not_before", "claim_by", "deadline", "max_attempts", "retry_backoff", "retry_of", "awaiting_input", "tags")},
+			"priority", "not_before", "claim_by", "deadline", "max_attempts", "retry_backoff", "retry_of", "awaiting_input", "tags", "context_id")},
 		{ClaimView{}, sorted("claim_id", "agent_id", "claimed_at", "expires_at")},
 		{ContextItem{}, sorted("turn_seq", "role", "payload", "claim_id", "agent_id", "at", "ledger_seq")},
 		{LineageItem{}, sorted("turn_id", "parent_turn_id", "depth", "relation", "state", "outcome", "turn_kind", "target_agent")},

@@ -73,6 +73,7 @@ type TurnView struct {
 	AwaitingInput *AwaitingInputView `json:"awaiting_input"`
 	// Tags are the Turn\'s tags, [] when it has none.
 	Tags            []string        `json:"tags"`
+	ContextID       *string         `json:"context_id"` // the conversation of the Turn (A2A's contextId); null without one
 	FinalPayload    json.RawMessage `json:"final_payload"`
 	FinalRecordRole *string         `json:"final_record_role"`
 	CreatedAt       time.Time       `json:"created_at"`
@@ -136,6 +137,7 @@ type TurnFilter struct {
 	Priority          int // 0: any
 	AwaitingInputOnly bool
 	Tags              []string // every one of them
+	ContextID         string
 	// VisibleTo, when set, keeps only the Turns whose target agent or
 	// requester is this agent (the read policy of an agent).
 	VisibleTo string

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/turnledger/turnledger/a2aapi"
 	"github.com/turnledger/turnledger/console"
 	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/httpapi"
@@ -141,6 +142,7 @@ type Service struct {
 	projector *projection.Projector
 	reaper    *engine.Reaper
 	api       *httpapi.Server
+	a2a       *a2aapi.Handler
 	http      *http.Server
 	listener  net.Listener
 	tokenPath string // where the admin token is kept, when it came from a file
@@ -254,7 +256,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, err
 	}
-	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: mh, Project: mcpapi.ProjectOf}, {Prefix: mcpapi.MetadataPrefix, Handler: mh}}
+	acfg := a2aapi.DefaultConfig()
+	acfg.Now, acfg.Logger, acfg.MaxBodyBytes, acfg.AuthFailures, acfg.PublicURL = hcfg.Now, hcfg.Logger, hcfg.MaxBodyBytes, hcfg.AuthFailures, cfg.PublicURL
+	if s.a2a, err = a2aapi.New(s.engine, s.store, acfg); err != nil {
+		return nil, err
+	}
+	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: mh, Project: mcpapi.ProjectOf}, {Prefix: mcpapi.MetadataPrefix, Handler: mh},
+		{Prefix: a2aapi.PathPrefix, Handler: s.a2a, Project: a2aapi.ProjectOf}}
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
 	}
@@ -373,6 +381,9 @@ func (s *Service) Close() error {
 	var errs []error
 	if s.api != nil {
 		s.api.StopWaiting() // long polls and event streams end, so Shutdown does not wait for them
+	}
+	if s.a2a != nil {
+		s.a2a.StopWaiting()
 	}
 	if s.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

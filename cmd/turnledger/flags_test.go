@@ -14,7 +14,7 @@ var subcommandsWithFlags = [][]string{
 	{"serve"}, {"replay"}, {"runtime"}, {"tenants", "list"}, {"tenants", "add"}, {"monitor"},
 	{"catalogue"}, {"catalogue", "hash-key"}, {"catalogue", "new-key"},
 	{"deployconfig", "schema"}, {"deployconfig", "validate"},
-	{"feed", "tail"}, {"turns", "list"}, {"turns", "show"}, {"agents", "list"}, {"bench"},
+	{"feed", "tail"}, {"turns", "list"}, {"turns", "show"}, {"agents", "list"}, {"bench"}, {"a2a-bridge"},
 }
 
 func TestUnknownFlagIsReportedOnce(t *testing.T) {

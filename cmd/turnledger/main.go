@@ -37,6 +37,7 @@ func commands() []command {
 		{"feed", "follow a feed live and print one line per event (tail)", runFeed},
 		{"turns", "list or show Turns through the HTTP API (list|show)", runTurns},
 		{"agents", "list agents through the HTTP API (list)", runAgents},
+		{"a2a-bridge", "forward an agent's Turns to a remote A2A agent", runA2ABridge},
 		{"runtime", "serve the runtime authentication service", runRuntime},
 		{"tenants", "administer the runtime's tenant allowlist (add|suspend|delete|list)", runTenants},
 		{"monitor", "serve the query monitor", runMonitor},

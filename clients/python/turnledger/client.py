@@ -483,6 +483,7 @@ class Client:
         max_attempts: Optional[int] = None,
         retry_backoff: Optional[t.Backoff] = None,
         tags: Optional[Iterable[str]] = None,
+        context_id: Optional[str] = None,
         meta: Optional[t.Meta] = None,
         trace: Optional[t.Trace] = None,
         project: Optional[str] = None,
@@ -492,7 +493,8 @@ class Client:
         holds) when given, else a root Turn with ``request_id`` (default:
         the dispatch key). ``target_agent`` and ``requested_by`` are agent ids
         of the project or AgentRefs; ``requested_by`` defaults to the client's
-        agent. The schedule fields are optional (docs/scheduling.md)."""
+        agent. The schedule fields are optional (docs/scheduling.md);
+        ``context_id`` groups the Turns of one conversation (A2A's contextId)."""
         p = self._p(project)
         target = target_agent if isinstance(target_agent, dict) else {"project_id": p, "agent_id": target_agent}
         if parent_claim is not None:
@@ -504,7 +506,7 @@ class Client:
             "turn_kind": turn_kind, "dispatch_key": dispatch_key, "authority": authority, "priority": priority,
             "not_before": _fmt_time(not_before), "claim_by": _fmt_time(claim_by), "deadline": _fmt_time(deadline),
             "max_attempts": max_attempts, "retry_backoff": retry_backoff, "tags": list(tags) if tags is not None else None,
-            "meta": meta, "trace": trace,
+            "context_id": context_id, "meta": meta, "trace": trace,
         })
         return cast(t.Turn, self._call("POST", self._pp(p, "/turns:dispatch"), body=body, idempotency_key=idempotency_key))
 
@@ -698,15 +700,16 @@ class Client:
     def list_turns(
         self, *, target_agent_id: Optional[str] = None, turn_kind: Optional[str] = None, state: Optional[str] = None,
         outcome: Optional[str] = None, priority: Optional[int] = None, awaiting_input: bool = False,
-        tag: Optional[Iterable[str]] = None, stop_requested_only: bool = False, after_ledger_seq: int = 0,
-        limit: Optional[int] = None, order: Optional[str] = None, project: Optional[str] = None,
+        tag: Optional[Iterable[str]] = None, context_id: Optional[str] = None, stop_requested_only: bool = False,
+        after_ledger_seq: int = 0, limit: Optional[int] = None, order: Optional[str] = None, project: Optional[str] = None,
     ) -> t.TurnPage:
         """Projected Turns in dispatch order, oldest first unless ``order="newest"``;
         ``after_ledger_seq`` is the cursor (``next_after_ledger_seq`` of the
         previous page), paging on in the order asked for."""
         q = {"target_agent_id": target_agent_id, "turn_kind": turn_kind, "state": state, "outcome": outcome,
              "priority": priority, "awaiting_input": awaiting_input, "tag": list(tag) if tag else None,
-             "stop_requested_only": stop_requested_only, "after_ledger_seq": after_ledger_seq or None, "order": order,
+             "context_id": context_id, "stop_requested_only": stop_requested_only,
+             "after_ledger_seq": after_ledger_seq or None, "order": order,
              "limit": limit}
         return cast(t.TurnPage, self._call("GET", self._pp(project, "/projection/turns"), query=q))
 

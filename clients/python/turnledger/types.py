@@ -154,6 +154,7 @@ class Turn(TypedDict):
     retry_of: Optional[str]
     awaiting_input: Optional[AwaitingInput]
     tags: List[str]
+    context_id: Optional[str]
     final_payload: Any
     final_record_role: Optional[str]
     created_at: str

@@ -27,7 +27,7 @@ export const bodyFields = {
   ContextBody: ["meta", "trace"],
   DispatchBody: [
     "requested_by", "target_agent", "input", "turn_kind", "dispatch_key", "authority", "priority", "not_before",
-    "claim_by", "deadline", "max_attempts", "retry_backoff", "tags", "meta", "trace",
+    "claim_by", "deadline", "max_attempts", "retry_backoff", "tags", "context_id", "meta", "trace",
   ],
   FencedBody: ["claim", "meta", "trace"],
   FinishBody: ["claim", "outcome", "final_payload", "final_record_role", "retry", "meta", "trace"],
@@ -59,7 +59,8 @@ export const queryFields = {
   listAgents: ["agent_id", "enabled_only", "accepts_work_only", "role", "capability", "limit"],
   listTurnOffers: ["turn_kind", "agent_id", "enabled_only", "accepts_work_only", "limit"],
   listTurns: [
-    "target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "tag", "stop_requested_only",
+    "target_agent_id", "turn_kind", "state", "outcome", "priority", "awaiting_input", "tag", "context_id",
+    "stop_requested_only",
     "after_ledger_seq", "order", "limit",
   ],
 } as const;
@@ -189,6 +190,8 @@ export interface DispatchOptions extends MutateOptions {
   max_attempts?: number;
   retry_backoff?: T.Backoff;
   tags?: string[];
+  /** Groups the Turns of one conversation (A2A's contextId). */
+  context_id?: string;
 }
 
 export interface RequestedByOptions extends MutateOptions {
@@ -522,7 +525,7 @@ export class Client {
       requested_by: this.#me(o.requested_by, p), target_agent: target, input: o.input ?? {}, turn_kind: turnKind,
       dispatch_key: dispatchKey, authority, priority: o.priority, not_before: time(o.not_before), claim_by: time(o.claim_by),
       deadline: time(o.deadline), max_attempts: o.max_attempts, retry_backoff: o.retry_backoff, tags: o.tags,
-      meta: o.meta, trace: o.trace,
+      context_id: o.context_id, meta: o.meta, trace: o.trace,
     });
     return this.#call("POST", this.#pp(p, "/turns:dispatch"), { body: b, key: o.idempotencyKey, signal: o.signal });
   }
@@ -679,6 +682,7 @@ export class Client {
       priority?: number;
       awaiting_input?: boolean;
       tag?: string | string[];
+      context_id?: string;
       stop_requested_only?: boolean;
       after_ledger_seq?: number;
       order?: "oldest" | "newest";

@@ -133,6 +133,8 @@ export interface Turn {
   retry_of: string | null;
   awaiting_input: AwaitingInput | null;
   tags: string[];
+  /** the conversation the Turn belongs to (A2A's contextId), null without one */
+  context_id: string | null;
   final_payload: Json;
   final_record_role: string | null;
   created_at: string;

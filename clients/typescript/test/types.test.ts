@@ -21,7 +21,7 @@ const turnFields = fields<T.Turn>({
   stop_requested_at: "req", target_agent: "req", requested_by: "req", input: "req", dispatch_key: "req", authority: "req",
   parent: "req", root_turn_id: "req", depth: "req", claim: "req", attempts: "req", last_turn_seq: "req", priority: "req",
   not_before: "req", claim_by: "req", deadline: "req", max_attempts: "req", retry_backoff: "req", retry_of: "req",
-  awaiting_input: "req", tags: "req", final_payload: "req", final_record_role: "req", created_at: "req", updated_at: "req",
+  awaiting_input: "req", tags: "req", context_id: "req", final_payload: "req", final_record_role: "req", created_at: "req", updated_at: "req",
   finished_at: "req", ledger_seq: "req",
 });
 const page = { project_id: "req", items: "req", limit: "req", diagnostics: "req" } as const;

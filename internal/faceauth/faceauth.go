@@ -1,0 +1,163 @@
+// Package faceauth is what the faces mounted beside the HTTP API (the MCP
+// and A2A endpoints) share to authenticate a bearer and to refuse a request
+// as the HTTP API does (httpapi/auth.go, httpapi/protect.go,
+// httpapi/errors.go): the bearer token of a request, the throttle of failed
+// authentications per address and per endpoint (internal/throttle), the
+// {error, message} of an error, and the wait for the projections.
+package faceauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/turnledger/turnledger/internal/jsonhttp"
+	"github.com/turnledger/turnledger/internal/throttle"
+	"github.com/turnledger/turnledger/kernel"
+	"github.com/turnledger/turnledger/projection"
+)
+
+// Bearer returns the token of the request's one Authorization: Bearer
+// header.
+func Bearer(r *http.Request) (string, bool) {
+	if len(r.Header.Values("Authorization")) != 1 {
+		return "", false
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}
+
+// Throttled is a throttled authentication, with how long to wait.
+type Throttled struct{ Wait time.Duration }
+
+func (e *Throttled) Error() string {
+	return "too many failed authentications; retry after the time in Retry-After"
+}
+
+// Guard throttles failed authentications by remote address and by endpoint
+// (a project's agent). Safe for concurrent use.
+type Guard struct{ fails *throttle.Buckets }
+
+// NewGuard returns a Guard of the rate (a zero Rate turns it off).
+func NewGuard(rate throttle.Rate, now func() time.Time) *Guard {
+	return &Guard{fails: throttle.New(rate, now)}
+}
+
+func addrKey(r *http.Request) string        { return "addr\x00" + throttle.RemoteHost(r) }
+func agentKey(project, agent string) string { return "agent\x00" + project + "\x00" + agent }
+
+// Admit returns a *Throttled when the request's address, or else the
+// endpoint, failed too often lately, unless known reports that the token
+// sent is a credential the engine knows: a valid credential is served
+// whoever else fails.
+func (g *Guard) Admit(r *http.Request, project, agent string, known func() bool) error {
+	aw, addrFailed := g.fails.Wait(addrKey(r))
+	if aw == 0 && !addrFailed {
+		return nil
+	}
+	wait := aw
+	if wait == 0 {
+		wait, _ = g.fails.Wait(agentKey(project, agent))
+	}
+	if wait > 0 && !known() {
+		return &Throttled{wait}
+	}
+	return nil
+}
+
+// Fail counts a failed authentication of the request at the endpoint.
+func (g *Guard) Fail(r *http.Request, project, agent string) {
+	g.fails.Fail(addrKey(r))
+	g.fails.Fail(agentKey(project, agent))
+}
+
+// CheckHeaders refuses the HTTP API's identity headers when one is sent
+// twice, or X-Svc-Project-Id names another project than the path's.
+func CheckHeaders(r *http.Request, project string) error {
+	for _, hd := range []string{"Authorization", HeaderProject, HeaderAgent} {
+		if len(r.Header.Values(hd)) > 1 {
+			return kernel.Errorf(kernel.Unauthorized, "the %s header is given more than once", hd)
+		}
+	}
+	if hp := r.Header.Get(HeaderProject); hp != "" && hp != project {
+		return kernel.Errorf(kernel.Forbidden, "%s %q does not match project %s of the path", HeaderProject, hp, project)
+	}
+	return nil
+}
+
+// The HTTP API's identity headers, optional on the faces.
+const (
+	HeaderProject = "X-Svc-Project-Id"
+	HeaderAgent   = "X-Svc-Agent-Id"
+)
+
+// WriteRefusal answers a refused authentication: 429 with Retry-After when
+// throttled, else the status of the error's kind with the HTTP API's body;
+// challenge, when set, is the WWW-Authenticate of a 401.
+func WriteRefusal(w http.ResponseWriter, log *slog.Logger, err error, challenge string) {
+	var te *Throttled
+	if errors.As(err, &te) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(te.Wait.Seconds()))))
+		jsonhttp.WriteError(w, http.StatusTooManyRequests, "TooManyRequestsError", te.Error())
+		return
+	}
+	kind, msg := ErrorBody(log, err)
+	if kind == kernel.Unauthorized && challenge != "" {
+		w.Header().Set("WWW-Authenticate", challenge)
+	}
+	jsonhttp.WriteError(w, kind.Status(), string(kind), msg)
+}
+
+// Unavailable is a wait for the projections that timed out.
+type Unavailable struct{ Msg string }
+
+func (e *Unavailable) Error() string { return e.Msg }
+
+// NotYet is the error of a change on the ledger at seq that the
+// projections have not reached in time.
+func NotYet(seq uint64) error {
+	return &Unavailable{fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq)}
+}
+
+// Wait blocks until the projections committed seq, at most timeout.
+func Wait(ctx context.Context, store *projection.Store, seq uint64, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := store.WaitFor(ctx, seq); err != nil {
+		return NotYet(seq)
+	}
+	return nil
+}
+
+// ErrorBody is the {error, message} of err, as the HTTP API writes it;
+// anything that is not a refusal is logged in full and shown as a generic
+// internal error.
+func ErrorBody(log *slog.Logger, err error) (kernel.Kind, string) {
+	var ua *Unavailable
+	var de *jsonhttp.DecodeError
+	var ke *kernel.Error
+	switch {
+	case errors.As(err, &ua):
+		return kernel.Unavailable, ua.Msg
+	case errors.As(err, &de):
+		return kernel.Validation, de.Msg
+	case errors.Is(err, projection.ErrDamaged):
+		log.Error("projection damaged", "err", err)
+		return kernel.Unavailable, "the projections are damaged and are not served until they are rebuilt from the ledger"
+	case errors.Is(err, projection.ErrNotFound):
+		return kernel.NotFound, "not found"
+	case errors.As(err, &ke) && ke.Kind != kernel.Internal:
+		return ke.Kind, ke.Message
+	}
+	log.Error("internal error", "err", err)
+	return kernel.Internal, "internal error; see the server log"
+}
