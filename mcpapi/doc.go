@@ -21,6 +21,8 @@
 // credentials, issued by the admin surface or a join invite. A request whose
 // Origin is neither the server's own nor one of Config.AllowedOrigins is
 // answered 403 (DNS rebinding); a request without Origin is not affected.
+// The server's own origin is Config.PublicURL's, or the Host's when it is an
+// IP address or localhost (never a DNS name the request merely names).
 // Failed authentications are throttled per address and per agent as in the
 // HTTP API (internal/throttle); a credential the engine knows is never
 // refused by the throttle.

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -229,6 +231,13 @@ func (h *Handler) base(r *http.Request) string {
 
 // checkOrigin refuses a browser request from an origin that is neither the
 // server's own nor an allowed one.
+//
+// The server's own origin is that of Config.PublicURL, or the request's
+// Host when it is an IP address or localhost. A Host that is any other DNS
+// name proves nothing: in a DNS rebinding attack the attacker's name
+// resolves to this server, and the browser sends that name as Host and the
+// attacker's page as Origin, the two agreeing. Such a name is trusted only
+// as the public URL's or as an allowed origin.
 func (h *Handler) checkOrigin(r *http.Request) error {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
@@ -238,14 +247,30 @@ func (h *Handler) checkOrigin(r *http.Request) error {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	own := []string{scheme + "://" + r.Host}
+	var own []string
+	if hostIsAddress(r.Host) {
+		own = append(own, scheme+"://"+r.Host)
+	}
 	if h.cfg.PublicURL != "" {
 		own = append(own, originOf(h.cfg.PublicURL))
 	}
 	if slices.Contains(own, origin) || slices.Contains(h.cfg.AllowedOrigins, origin) {
 		return nil
 	}
-	return fmt.Errorf("origin %s is not allowed to call this endpoint (allow it with --mcp-allowed-origin)", origin)
+	return fmt.Errorf("origin %s is not allowed to call this endpoint (allow it with --mcp-allowed-origin, or name serve's URL with --public-url)", origin)
+}
+
+// hostIsAddress reports whether a Host header names the server by an IP
+// address or as localhost, names no DNS lookup can point elsewhere.
+func hostIsAddress(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	return strings.EqualFold(host, "localhost")
 }
 
 // originOf is the scheme://host of an absolute URL.

@@ -149,6 +149,10 @@ func TestEndpointAuthentication(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		for k, v := range h {
+			if k == "Host" {
+				req.Host = v
+				continue
+			}
 			req.Header.Set(k, v)
 		}
 		resp, err := http.DefaultClient.Do(req)
@@ -177,6 +181,15 @@ func TestEndpointAuthentication(t *testing.T) {
 		if resp := post(map[string]string{"Authorization": "Bearer " + tok, "Origin": origin}); resp.StatusCode != 200 {
 			t.Errorf("origin %s: %d, want 200", origin, resp.StatusCode)
 		}
+	}
+	// DNS rebinding: a name that resolves to the server, sent as both Host
+	// and Origin by a browser on the attacker's page, is not serve's own.
+	if resp := post(map[string]string{"Authorization": "Bearer " + tok, "Host": "evil.example", "Origin": "http://evil.example"}); resp.StatusCode != 403 {
+		t.Errorf("rebound name as Host and Origin: %d, want 403", resp.StatusCode)
+	}
+	port := e.url[strings.LastIndex(e.url, ":")+1:]
+	if resp := post(map[string]string{"Authorization": "Bearer " + tok, "Host": "localhost:" + port, "Origin": "http://localhost:" + port}); resp.StatusCode != 200 {
+		t.Errorf("localhost as Host and Origin: %d, want 200", resp.StatusCode)
 	}
 	if resp := post(map[string]string{"Authorization": "Bearer " + tok, "X-Svc-Agent-Id": "a2"}); resp.StatusCode != 403 {
 		t.Errorf("mismatched X-Svc-Agent-Id: %d, want 403", resp.StatusCode)
