@@ -231,13 +231,19 @@ func mustCall(t testing.TB, cs *mcp.ClientSession, name string, args map[string]
 // declaring the tasks extension, and returns the raw result or error.
 func (e *env) rpc(project, agent, token, method string, params map[string]any) (result, rpcErr json.RawMessage) {
 	e.t.Helper()
+	return e.rpcWith(map[string]any{"extensions": map[string]any{mcpapi.TasksExtension: map[string]any{}}}, project, agent, token, method, params)
+}
+
+// rpcWith is rpc with the client capabilities given.
+func (e *env) rpcWith(caps map[string]any, project, agent, token, method string, params map[string]any) (result, rpcErr json.RawMessage) {
+	e.t.Helper()
 	if params == nil {
 		params = map[string]any{}
 	}
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{mcpapi.TasksExtension: map[string]any{}}},
+		"io.modelcontextprotocol/clientCapabilities": caps,
 	}
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	req, _ := http.NewRequest("POST", e.endpoint(project, agent), bytes.NewReader(body))

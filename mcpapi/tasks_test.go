@@ -3,6 +3,8 @@ package mcpapi_test
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 type taskView struct {
@@ -99,6 +101,36 @@ func TestTaskLifecycle(t *testing.T) {
 	}
 	if got := e.task("p1", "req", reqTok, "tasks/get", map[string]any{"taskId": other.TaskID}); got.Status != "cancelled" {
 		t.Fatalf("tasks/get after tasks/cancel = %+v, want cancelled", got)
+	}
+
+	// A client that does not declare the extension gets no task, and the
+	// tasks/ methods answer it the missing-capability error.
+	res, rerr := e.rpcWith(map[string]any{}, "p1", "req", reqTok, "tools/call", map[string]any{"name": "dispatch_turn",
+		"arguments": map[string]any{"target_agent_id": "wrk", "turn_kind": "summarize", "input": map[string]any{}}})
+	var plain struct {
+		ResultType        string   `json:"resultType"`
+		StructuredContent turnView `json:"structuredContent"`
+	}
+	json.Unmarshal(res, &plain)
+	if rerr != nil || plain.ResultType == "task" || plain.StructuredContent.State != "queued" {
+		t.Errorf("dispatch_turn without the extension = %s %s, want the queued Turn as a tool result", res, rerr)
+	}
+	for _, m := range []struct {
+		method string
+		params map[string]any
+	}{
+		{"tasks/get", map[string]any{"taskId": id}},
+		{"tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{}}},
+		{"tasks/cancel", map[string]any{"taskId": other.TaskID}},
+	} {
+		_, rerr := e.rpcWith(map[string]any{}, "p1", "req", reqTok, m.method, m.params)
+		var re struct {
+			Code int64 `json:"code"`
+		}
+		json.Unmarshal(rerr, &re)
+		if re.Code != mcp.CodeMissingRequiredClientCapabilities {
+			t.Errorf("%s without the extension: error %s, want code %d", m.method, rerr, mcp.CodeMissingRequiredClientCapabilities)
+		}
 	}
 
 	// A task of another agent's Turn it may not read is refused.
