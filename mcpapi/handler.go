@@ -69,6 +69,10 @@ func New(e *engine.Engine, store *projection.Store, cfg Config) (*Handler, error
 		Instructions: instructions,
 		Logger:       cfg.Logger,
 		Capabilities: &mcp.ServerCapabilities{
+			// The SDK answers prompts/list (with no prompts) whatever the
+			// capabilities say; 2026-07-28 asks a server to declare every
+			// method it handles in server/discover.
+			Prompts:    &mcp.PromptCapabilities{},
 			Tools:      &mcp.ToolCapabilities{},
 			Resources:  &mcp.ResourceCapabilities{Subscribe: true},
 			Extensions: map[string]any{TasksExtension: map[string]any{}},

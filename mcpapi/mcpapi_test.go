@@ -54,6 +54,14 @@ func TestRequesterAndWorkerDriveATurn(t *testing.T) {
 			if got := requester.InitializeResult().ProtocolVersion; got != era {
 				t.Fatalf("negotiated protocol = %s, want %s", got, era)
 			}
+			// Every method served is declared: prompts/list answers, empty.
+			caps := requester.InitializeResult().Capabilities
+			if caps.Prompts == nil || caps.Tools == nil || caps.Resources == nil || !caps.Resources.Subscribe {
+				t.Errorf("server capabilities = %+v, want prompts, tools and resources with subscribe", caps)
+			}
+			if pl, err := requester.ListPrompts(context.Background(), nil); err != nil || len(pl.Prompts) != 0 {
+				t.Errorf("prompts/list = %+v, %v; want no prompts", pl, err)
+			}
 
 			var tools []string
 			for tool, err := range requester.Tools(context.Background(), nil) {
