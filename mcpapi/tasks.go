@@ -150,8 +150,10 @@ func declaresTasks(req mcp.Request) bool {
 func (h *Handler) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if strings.HasPrefix(method, "tasks/") && !declaresTasks(req) {
+			data, _ := json.Marshal(mcp.MissingRequiredClientCapabilityData{
+				RequiredCapabilities: &mcp.ClientCapabilities{Extensions: map[string]any{TasksExtension: map[string]any{}}}})
 			return nil, &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities,
-				Message: method + " needs the " + TasksExtension + " extension: declare it in the client capabilities"}
+				Message: method + " needs the " + TasksExtension + " extension: declare it in the client capabilities", Data: data}
 		}
 		p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
 		if method != "tools/call" || !ok || p.Name != "dispatch_turn" || !declaresTasks(req) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/turnledger/turnledger/mcpapi"
 )
 
 type taskView struct {
@@ -126,9 +127,14 @@ func TestTaskLifecycle(t *testing.T) {
 		_, rerr := e.rpcWith(map[string]any{}, "p1", "req", reqTok, m.method, m.params)
 		var re struct {
 			Code int64 `json:"code"`
+			Data struct {
+				Required struct {
+					Extensions map[string]any `json:"extensions"`
+				} `json:"requiredCapabilities"`
+			} `json:"data"`
 		}
 		json.Unmarshal(rerr, &re)
-		if re.Code != mcp.CodeMissingRequiredClientCapabilities {
+		if _, named := re.Data.Required.Extensions[mcpapi.TasksExtension]; re.Code != mcp.CodeMissingRequiredClientCapabilities || !named {
 			t.Errorf("%s without the extension: error %s, want code %d", m.method, rerr, mcp.CodeMissingRequiredClientCapabilities)
 		}
 	}
