@@ -47,13 +47,22 @@ type env struct {
 	dbPath  string
 	clock   *clock
 	stop    func()
+	tune    func(*httpapi.Config) // changes the HTTP API's configuration
+	api     *httpapi.Server
+	mcp     *mcpapi.Handler
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with the HTTP API's configuration changed by tune.
+func newEnvWith(t testing.TB, tune func(*httpapi.Config)) *env {
+	t.Helper()
 	srv := natstest.Start(t)
 	e := &env{t: t, natsURL: srv.ClientURL(), dbPath: filepath.Join(t.TempDir(), "projections.db"),
-		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}}
+		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}, tune: tune}
 	e.start()
 	return e
 }
@@ -103,16 +112,20 @@ func (e *env) start() {
 	hcfg.Now = e.clock.Now
 	hcfg.Logger = logger
 	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: mh, Project: mcpapi.ProjectOf}, {Prefix: mcpapi.MetadataPrefix, Handler: mh}}
+	if e.tune != nil {
+		e.tune(&hcfg)
+	}
 	api, err := httpapi.New(eng, store, hcfg)
 	if err != nil {
 		t.Fatalf("httpapi.New = %v", err)
 	}
 	hs := httptest.NewServer(api)
-	e.url = hs.URL
+	e.url, e.api, e.mcp = hs.URL, api, mh
 	var once sync.Once
 	e.stop = func() {
 		once.Do(func() {
 			api.StopWaiting()
+			mh.StopWaiting()
 			hs.CloseClientConnections()
 			hs.Close()
 			cancel()

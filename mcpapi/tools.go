@@ -357,7 +357,23 @@ func (h *Handler) claimTurn(ctx context.Context, id identity, args []byte) (any,
 	claim := func() (*engine.ClaimResult, uint64, error) {
 		return h.engine.Claim(ctx, id.project, common(id, b.Meta, b.Trace), id.agent, &kernel.AgentRef{ProjectID: id.project, AgentID: id.agent})
 	}
-	res, seq, err := h.engine.WaitClaim(ctx, h.store, id.project, id.agent, wait, nil, nil, claim)
+	// Once the first attempt found nothing the call waits on notifications:
+	// it gives back its in-flight slots and counts as waiting, as the HTTP
+	// API's long poll does (httpapi's claimWaiting).
+	counted := false
+	defer func() {
+		if counted {
+			h.claims.Add(-1)
+		}
+	}()
+	waiting := func() {
+		counted = true
+		h.claims.Add(1)
+		if id.detach != nil {
+			id.detach()
+		}
+	}
+	res, seq, err := h.engine.WaitClaim(ctx, h.store, id.project, id.agent, wait, h.stopCtx.Done(), waiting, claim)
 	if err != nil || res == nil {
 		return claimAnswer{}, err
 	}

@@ -141,6 +141,7 @@ type Service struct {
 	projector *projection.Projector
 	reaper    *engine.Reaper
 	api       *httpapi.Server
+	mcp       *mcpapi.Handler
 	http      *http.Server
 	listener  net.Listener
 	tokenPath string // where the admin token is kept, when it came from a file
@@ -246,11 +247,10 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	mcfg := mcpapi.DefaultConfig()
 	mcfg.Now, mcfg.Logger, mcfg.MaxBodyBytes, mcfg.AuthFailures = hcfg.Now, hcfg.Logger, hcfg.MaxBodyBytes, hcfg.AuthFailures
 	mcfg.AllowedOrigins, mcfg.PublicURL = cfg.MCPOrigins, cfg.PublicURL
-	mh, err := mcpapi.New(s.engine, s.store, mcfg)
-	if err != nil {
+	if s.mcp, err = mcpapi.New(s.engine, s.store, mcfg); err != nil {
 		return nil, err
 	}
-	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: mh, Project: mcpapi.ProjectOf}, {Prefix: mcpapi.MetadataPrefix, Handler: mh}}
+	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: s.mcp, Project: mcpapi.ProjectOf}, {Prefix: mcpapi.MetadataPrefix, Handler: s.mcp}}
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
 	}
@@ -364,6 +364,9 @@ func (s *Service) Close() error {
 	var errs []error
 	if s.api != nil {
 		s.api.StopWaiting() // long polls and event streams end, so Shutdown does not wait for them
+	}
+	if s.mcp != nil {
+		s.mcp.StopWaiting() // likewise MCP's waiting claims and streams
 	}
 	if s.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
