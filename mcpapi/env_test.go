@@ -295,3 +295,34 @@ func (e *env) rpcWith(caps map[string]any, project, agent, token, method string,
 	}
 	return msg.Result, msg.Error
 }
+
+// openListen sends a 2026-07-28 subscriptions/listen request (JSON-RPC id
+// id) for the resources given and returns its open SSE response, once it
+// is answered 200. Raw HTTP, since the SDK client does not tell when the
+// server acknowledged the listen.
+func (e *env) openListen(ctx context.Context, project, agent, token string, id int, uris ...string) *http.Response {
+	e.t.Helper()
+	params := map[string]any{"notifications": map[string]any{"resourceSubscriptions": uris},
+		"_meta": map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+		}}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params})
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.endpoint(project, agent), bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e.t.Fatalf("subscriptions/listen: HTTP %d %s", resp.StatusCode, raw)
+	}
+	return resp
+}

@@ -2,7 +2,6 @@ package mcpapi_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -346,30 +345,10 @@ func TestResourceUpdatesListen(t *testing.T) {
 	mustCall(t, requester, "dispatch_turn", map[string]any{"target_agent_id": "wrk", "turn_kind": "summarize", "input": map[string]any{"x": 1}}, &d)
 	uri := "turnledger://turns/" + d.TurnID
 
-	params := map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{uri}},
-		"_meta": map[string]any{
-			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
-			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
-		}}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": params})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", e.endpoint("p1", "req"), bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	req.Header.Set("Authorization", "Bearer "+reqTok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := e.openListen(ctx, "p1", "req", reqTok, 7, uri)
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		raw, _ := io.ReadAll(resp.Body)
-		t.Fatalf("subscriptions/listen: HTTP %d %s", resp.StatusCode, raw)
-	}
 	type message struct {
 		Method string `json:"method"`
 		Params struct {

@@ -2,10 +2,8 @@ package mcpapi_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -36,26 +34,7 @@ func claimAsync(cs *mcp.ClientSession, waitS float64) <-chan claimed {
 // done or the server ends it (ended is closed then).
 func (e *env) listen(ctx context.Context, project, agent, token, turnID string) (ended <-chan struct{}) {
 	e.t.Helper()
-	subs := map[string]any{"resourceSubscriptions": []string{"turnledger://turns/" + turnID}}
-	params := map[string]any{"notifications": subs, "_meta": map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
-	}}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params})
-	req, _ := http.NewRequestWithContext(ctx, "POST", e.endpoint(project, agent), bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if resp.StatusCode != 200 {
-		e.t.Fatalf("subscriptions/listen: HTTP %d", resp.StatusCode)
-	}
+	resp := e.openListen(ctx, project, agent, token, 1, "turnledger://turns/"+turnID)
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		if strings.Contains(sc.Text(), "notifications/subscriptions/acknowledged") {
