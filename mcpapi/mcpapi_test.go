@@ -115,7 +115,7 @@ func TestRequesterAndWorkerDriveATurn(t *testing.T) {
 			}
 			mustCall(t, requester, "get_turn_context", map[string]any{"turn_id": d.TurnID}, &pg)
 			if len(pg.Items) < 2 {
-				t.Errorf("get_turn_context items = %d, want the input, the record and the final record", len(pg.Items))
+				t.Errorf("get_turn_context items = %d, want the record and the final record", len(pg.Items))
 			}
 			mustCall(t, requester, "list_turns", map[string]any{"state": "finished"}, &pg)
 			if len(pg.Items) == 0 {
