@@ -201,6 +201,9 @@ func TestEndpointAuthentication(t *testing.T) {
 	if resp := post(map[string]string{"Authorization": "Bearer " + tok, "X-Svc-Agent-Id": "a2"}); resp.StatusCode != 403 {
 		t.Errorf("mismatched X-Svc-Agent-Id: %d, want 403", resp.StatusCode)
 	}
+	if resp := post(map[string]string{"Authorization": "Bearer " + tok, "X-Svc-Project-Id": "p2"}); resp.StatusCode != 403 {
+		t.Errorf("mismatched X-Svc-Project-Id: %d, want 403", resp.StatusCode)
+	}
 	if resp := post(map[string]string{"Authorization": "Bearer " + tok, "X-Svc-Agent-Id": "a1", "X-Svc-Project-Id": "p1"}); resp.StatusCode != 200 {
 		t.Errorf("matching headers: %d, want 200", resp.StatusCode)
 	}
