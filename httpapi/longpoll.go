@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/turnledger/turnledger/engine"
+	"github.com/turnledger/turnledger/internal/inflight"
 	"github.com/turnledger/turnledger/kernel"
 )
 
@@ -88,6 +89,6 @@ func (s *Server) claimWaiting(w http.ResponseWriter, c *call, agent string, wait
 	return s.engine.WaitClaim(c.ctx, s.store, c.project, agent, wait, s.push.stopping, func() {
 		counted = true
 		s.push.longPolls.Add(1)
-		detach(c.ctx)
+		inflight.Detach(c.ctx)
 	}, claim)
 }

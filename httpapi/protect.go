@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -111,51 +110,6 @@ func (s *shedder) admitProject(project string) (release func(), err error) {
 			}
 		})
 	}, nil
-}
-
-// slots are the in-flight slots a request holds; released once, at the
-// end of the request or earlier by detach.
-type slots struct {
-	mu       sync.Mutex
-	releases []func()
-}
-
-type slotsKey struct{}
-
-func (sl *slots) add(f func()) {
-	sl.mu.Lock()
-	sl.releases = append(sl.releases, f)
-	sl.mu.Unlock()
-}
-
-func (sl *slots) releaseAll() {
-	sl.mu.Lock()
-	rs := sl.releases
-	sl.releases = nil
-	sl.mu.Unlock()
-	for _, f := range rs {
-		f()
-	}
-}
-
-// hold records a slot taken for the request of ctx; without slots in ctx
-// (a handler called directly) the caller releases it itself.
-func hold(ctx context.Context, release func()) bool {
-	sl, ok := ctx.Value(slotsKey{}).(*slots)
-	if ok {
-		sl.add(release)
-	}
-	return ok
-}
-
-// detach gives back the in-flight slots of the request of ctx: a long-poll
-// claim that found nothing and an event stream wait on notifications and do
-// no work meanwhile, so they do not count against the in-flight bounds
-// (--max-conns bounds them instead) and never crowd out commands.
-func detach(ctx context.Context) {
-	if sl, ok := ctx.Value(slotsKey{}).(*slots); ok {
-		sl.releaseAll()
-	}
 }
 
 // InFlight returns how many requests the instance (project "") or a project

@@ -16,6 +16,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/turnledger/turnledger/engine"
+	"github.com/turnledger/turnledger/internal/inflight"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/internal/throttle"
 	"github.com/turnledger/turnledger/kernel"
@@ -180,8 +181,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	sl := &slots{releases: []func(){release}}
-	defer sl.releaseAll()
+	sl := inflight.New(release)
+	defer sl.ReleaseAll()
 	for _, m := range s.cfg.Mounts {
 		if strings.HasPrefix(r.URL.Path, m.Prefix) {
 			if m.Project != nil {
@@ -191,14 +192,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 						s.writeError(w, r, err)
 						return
 					}
-					sl.add(release)
+					sl.Add(release)
 				}
 			}
-			m.Handler.ServeHTTP(w, r)
+			m.Handler.ServeHTTP(w, r.WithContext(inflight.With(r.Context(), sl)))
 			return
 		}
 	}
-	s.router.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotsKey{}, sl)))
+	s.router.ServeHTTP(w, r.WithContext(inflight.With(r.Context(), sl)))
 }
 
 // call is one authenticated request of a project.
@@ -253,7 +254,7 @@ func (s *Server) projectRoute(h handler, inputTokens bool) httprouter.Handle {
 			if err != nil {
 				return err
 			}
-			if !hold(c.ctx, release) {
+			if !inflight.Hold(c.ctx, release) {
 				defer release()
 			}
 			if tok, ok := bearer(r); inputTokens && ok && strings.HasPrefix(tok, engine.InputTokenPrefix) &&

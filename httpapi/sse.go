@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/turnledger/turnledger/internal/inflight"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -100,7 +101,7 @@ func (s *Server) streamFeed(w http.ResponseWriter, c *call, after uint64, limit 
 	w.WriteHeader(http.StatusOK)
 	s.push.subscribers.Add(1)
 	defer s.push.subscribers.Add(-1)
-	detach(c.ctx)
+	inflight.Detach(c.ctx)
 
 	var buf bytes.Buffer
 	// send writes buf to the client within the write timeout.

@@ -21,9 +21,18 @@
 // credentials, issued by the admin surface or a join invite. A request whose
 // Origin is neither the server's own nor one of Config.AllowedOrigins is
 // answered 403 (DNS rebinding); a request without Origin is not affected.
+// The server's own origin is Config.PublicURL's, or the Host's when it is an
+// IP address or localhost (never a DNS name the request merely names).
 // Failed authentications are throttled per address and per agent as in the
 // HTTP API (internal/throttle); a credential the engine knows is never
 // refused by the throttle.
+//
+// Mounted behind httpapi (httpapi.Mount with ProjectOf), a request counts
+// against the instance's and its project's in-flight bounds; one that waits
+// gives its slots back (internal/inflight), as the HTTP API's long polls do:
+// claim_turn with wait_s once its first attempt found nothing, a GET stream
+// and a subscriptions/listen stream as they start. StopWaiting ends them at
+// shutdown.
 //
 // Both protocol eras are served at the same URL by the SDK: 2025-11-25
 // (initialize, Mcp-Session-Id) and 2026-07-28 (stateless, server/discover,

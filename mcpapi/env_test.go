@@ -47,13 +47,22 @@ type env struct {
 	dbPath  string
 	clock   *clock
 	stop    func()
+	tune    func(*httpapi.Config) // changes the HTTP API's configuration
+	api     *httpapi.Server
+	mcp     *mcpapi.Handler
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with the HTTP API's configuration changed by tune.
+func newEnvWith(t testing.TB, tune func(*httpapi.Config)) *env {
+	t.Helper()
 	srv := natstest.Start(t)
 	e := &env{t: t, natsURL: srv.ClientURL(), dbPath: filepath.Join(t.TempDir(), "projections.db"),
-		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}}
+		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}, tune: tune}
 	e.start()
 	return e
 }
@@ -103,16 +112,20 @@ func (e *env) start() {
 	hcfg.Now = e.clock.Now
 	hcfg.Logger = logger
 	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: mh, Project: mcpapi.ProjectOf}, {Prefix: mcpapi.MetadataPrefix, Handler: mh}}
+	if e.tune != nil {
+		e.tune(&hcfg)
+	}
 	api, err := httpapi.New(eng, store, hcfg)
 	if err != nil {
 		t.Fatalf("httpapi.New = %v", err)
 	}
 	hs := httptest.NewServer(api)
-	e.url = hs.URL
+	e.url, e.api, e.mcp = hs.URL, api, mh
 	var once sync.Once
 	e.stop = func() {
 		once.Do(func() {
 			api.StopWaiting()
+			mh.StopWaiting()
 			hs.CloseClientConnections()
 			hs.Close()
 			cancel()
@@ -231,13 +244,19 @@ func mustCall(t testing.TB, cs *mcp.ClientSession, name string, args map[string]
 // declaring the tasks extension, and returns the raw result or error.
 func (e *env) rpc(project, agent, token, method string, params map[string]any) (result, rpcErr json.RawMessage) {
 	e.t.Helper()
+	return e.rpcWith(map[string]any{"extensions": map[string]any{mcpapi.TasksExtension: map[string]any{}}}, project, agent, token, method, params)
+}
+
+// rpcWith is rpc with the client capabilities given.
+func (e *env) rpcWith(caps map[string]any, project, agent, token, method string, params map[string]any) (result, rpcErr json.RawMessage) {
+	e.t.Helper()
 	if params == nil {
 		params = map[string]any{}
 	}
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{mcpapi.TasksExtension: map[string]any{}}},
+		"io.modelcontextprotocol/clientCapabilities": caps,
 	}
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	req, _ := http.NewRequest("POST", e.endpoint(project, agent), bytes.NewReader(body))
@@ -275,4 +294,35 @@ func (e *env) rpc(project, agent, token, method string, params map[string]any) (
 		e.t.Fatalf("%s: decode %s: %v", method, raw, err)
 	}
 	return msg.Result, msg.Error
+}
+
+// openListen sends a 2026-07-28 subscriptions/listen request (JSON-RPC id
+// id) for the resources given and returns its open SSE response, once it
+// is answered 200. Raw HTTP, since the SDK client does not tell when the
+// server acknowledged the listen.
+func (e *env) openListen(ctx context.Context, project, agent, token string, id int, uris ...string) *http.Response {
+	e.t.Helper()
+	params := map[string]any{"notifications": map[string]any{"resourceSubscriptions": uris},
+		"_meta": map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+		}}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params})
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.endpoint(project, agent), bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e.t.Fatalf("subscriptions/listen: HTTP %d %s", resp.StatusCode, raw)
+	}
+	return resp
 }

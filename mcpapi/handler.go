@@ -6,15 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/turnledger/turnledger/engine"
+	"github.com/turnledger/turnledger/internal/inflight"
 	"github.com/turnledger/turnledger/internal/reqlog"
 	"github.com/turnledger/turnledger/internal/throttle"
 	"github.com/turnledger/turnledger/kernel"
@@ -53,6 +57,13 @@ type Handler struct {
 	mcp       http.Handler // the SDK's Streamable HTTP handler, behind the bearer check
 	tools     []*mcp.Tool  // in the order of tools/list
 	subs      *subscriptions
+
+	// stopCtx is cancelled by StopWaiting: waiting claims answer and
+	// streams end.
+	stopCtx context.Context
+	stopAll context.CancelFunc
+	claims  atomic.Int64 // claim_turn calls waiting now
+	streams atomic.Int64 // GET and subscriptions/listen streams open now
 }
 
 // New returns the MCP handler over an engine (commands) and a projection
@@ -62,11 +73,16 @@ func New(e *engine.Engine, store *projection.Store, cfg Config) (*Handler, error
 		return nil, err
 	}
 	h := &Handler{engine: e, store: store, cfg: cfg, authFails: throttle.New(cfg.AuthFailures, cfg.Now)}
+	h.stopCtx, h.stopAll = context.WithCancel(context.Background())
 	h.subs = newSubscriptions(h)
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "turnledger", Title: "turnledger", Version: Version}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       cfg.Logger,
 		Capabilities: &mcp.ServerCapabilities{
+			// The SDK answers prompts/list (with no prompts) whatever the
+			// capabilities say; 2026-07-28 asks a server to declare every
+			// method it handles in server/discover.
+			Prompts:    &mcp.PromptCapabilities{},
 			Tools:      &mcp.ToolCapabilities{},
 			Resources:  &mcp.ResourceCapabilities{Subscribe: true},
 			Extensions: map[string]any{TasksExtension: map[string]any{}},
@@ -76,7 +92,7 @@ func New(e *engine.Engine, store *projection.Store, cfg Config) (*Handler, error
 	})
 	h.addTools()
 	h.addResources()
-	h.server.AddReceivingMiddleware(h.identityMiddleware, h.toolsListMiddleware, h.tasksMiddleware)
+	h.server.AddReceivingMiddleware(h.identityMiddleware, h.listenMiddleware, h.toolsListMiddleware, h.tasksMiddleware)
 	if err := h.addTaskMethods(); err != nil {
 		return nil, err
 	}
@@ -123,6 +139,9 @@ type identity struct {
 	project, agent string
 	caller         kernel.Caller
 	base           string // scheme://host the server is reached at (the input_url's base)
+	// detach gives back the in-flight slots of the HTTP request (the
+	// instance's and the project's) when the request starts to wait.
+	detach func()
 }
 
 type identityKey struct{}
@@ -189,8 +208,57 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.MaxClaimWait + h.cfg.WaitTimeout + 10*time.Second))
 	}
-	ctx := context.WithValue(r.Context(), identityKey{}, identity{project: project, agent: agent, caller: caller, base: h.base(r)})
+	reqCtx := r.Context()
+	id := identity{project: project, agent: agent, caller: caller, base: h.base(r), detach: func() { inflight.Detach(reqCtx) }}
+	ctx := context.WithValue(reqCtx, identityKey{}, id)
+	if r.Method == http.MethodGet || r.Header.Get("Mcp-Method") == methodListen {
+		// A stream (2025-11-25's GET, 2026-07-28's subscriptions/listen)
+		// lasts until the client leaves, or until StopWaiting.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(h.stopCtx, cancel)()
+	}
+	if r.Method == http.MethodGet {
+		// The GET stream only carries what the server sends: it waits,
+		// holding no slot, as the HTTP API's event streams do.
+		id.detach()
+		h.streams.Add(1)
+		defer h.streams.Add(-1)
+	}
 	h.mcp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// methodListen is the 2026-07-28 method of a subscription stream.
+const methodListen = "subscriptions/listen"
+
+// listenMiddleware gives back the in-flight slots of a subscriptions/listen
+// request, which waits for notifications until the client leaves, and counts
+// it as a stream meanwhile.
+func (h *Handler) listenMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != methodListen {
+			return next(ctx, method, req)
+		}
+		if id, err := identityFrom(ctx); err == nil && id.detach != nil {
+			id.detach()
+		}
+		h.streams.Add(1)
+		defer h.streams.Add(-1)
+		return next(ctx, method, req)
+	}
+}
+
+// StopWaiting ends every waiting claim_turn (it answers nothing claimed) and
+// every stream, and makes later ones end at once: call it when the server
+// shuts down, since http.Server.Shutdown waits for active requests
+// (httpapi.Server.StopWaiting does the same for the HTTP API).
+func (h *Handler) StopWaiting() { h.stopAll() }
+
+// Waiting reports how many claim_turn calls wait and how many streams (GET
+// and subscriptions/listen) are open now: they hold no in-flight slot.
+func (h *Handler) Waiting() (claims, streams int64) {
+	return h.claims.Load(), h.streams.Load()
 }
 
 // ProjectOf returns the project of a path of an MCP endpoint
@@ -229,6 +297,13 @@ func (h *Handler) base(r *http.Request) string {
 
 // checkOrigin refuses a browser request from an origin that is neither the
 // server's own nor an allowed one.
+//
+// The server's own origin is that of Config.PublicURL, or the request's
+// Host when it is an IP address or localhost. A Host that is any other DNS
+// name proves nothing: in a DNS rebinding attack the attacker's name
+// resolves to this server, and the browser sends that name as Host and the
+// attacker's page as Origin, the two agreeing. Such a name is trusted only
+// as the public URL's or as an allowed origin.
 func (h *Handler) checkOrigin(r *http.Request) error {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
@@ -238,14 +313,30 @@ func (h *Handler) checkOrigin(r *http.Request) error {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	own := []string{scheme + "://" + r.Host}
+	var own []string
+	if hostIsAddress(r.Host) {
+		own = append(own, scheme+"://"+r.Host)
+	}
 	if h.cfg.PublicURL != "" {
 		own = append(own, originOf(h.cfg.PublicURL))
 	}
 	if slices.Contains(own, origin) || slices.Contains(h.cfg.AllowedOrigins, origin) {
 		return nil
 	}
-	return fmt.Errorf("origin %s is not allowed to call this endpoint (allow it with --mcp-allowed-origin)", origin)
+	return fmt.Errorf("origin %s is not allowed to call this endpoint (allow it with --mcp-allowed-origin, or name serve's URL with --public-url)", origin)
+}
+
+// hostIsAddress reports whether a Host header names the server by an IP
+// address or as localhost, names no DNS lookup can point elsewhere.
+func hostIsAddress(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	return strings.EqualFold(host, "localhost")
 }
 
 // originOf is the scheme://host of an absolute URL.

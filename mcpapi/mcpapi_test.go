@@ -2,7 +2,6 @@ package mcpapi_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -53,6 +52,14 @@ func TestRequesterAndWorkerDriveATurn(t *testing.T) {
 			worker := e.client("p1", "wrk", wrkTok, era, nil)
 			if got := requester.InitializeResult().ProtocolVersion; got != era {
 				t.Fatalf("negotiated protocol = %s, want %s", got, era)
+			}
+			// Every method served is declared: prompts/list answers, empty.
+			caps := requester.InitializeResult().Capabilities
+			if caps.Prompts == nil || caps.Tools == nil || caps.Resources == nil || !caps.Resources.Subscribe {
+				t.Errorf("server capabilities = %+v, want prompts, tools and resources with subscribe", caps)
+			}
+			if pl, err := requester.ListPrompts(context.Background(), nil); err != nil || len(pl.Prompts) != 0 {
+				t.Errorf("prompts/list = %+v, %v; want no prompts", pl, err)
 			}
 
 			var tools []string
@@ -108,7 +115,7 @@ func TestRequesterAndWorkerDriveATurn(t *testing.T) {
 			}
 			mustCall(t, requester, "get_turn_context", map[string]any{"turn_id": d.TurnID}, &pg)
 			if len(pg.Items) < 2 {
-				t.Errorf("get_turn_context items = %d, want the input, the record and the final record", len(pg.Items))
+				t.Errorf("get_turn_context items = %d, want the record and the final record", len(pg.Items))
 			}
 			mustCall(t, requester, "list_turns", map[string]any{"state": "finished"}, &pg)
 			if len(pg.Items) == 0 {
@@ -149,6 +156,10 @@ func TestEndpointAuthentication(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		for k, v := range h {
+			if k == "Host" {
+				req.Host = v
+				continue
+			}
 			req.Header.Set(k, v)
 		}
 		resp, err := http.DefaultClient.Do(req)
@@ -178,8 +189,20 @@ func TestEndpointAuthentication(t *testing.T) {
 			t.Errorf("origin %s: %d, want 200", origin, resp.StatusCode)
 		}
 	}
+	// DNS rebinding: a name that resolves to the server, sent as both Host
+	// and Origin by a browser on the attacker's page, is not serve's own.
+	if resp := post(map[string]string{"Authorization": "Bearer " + tok, "Host": "evil.example", "Origin": "http://evil.example"}); resp.StatusCode != 403 {
+		t.Errorf("rebound name as Host and Origin: %d, want 403", resp.StatusCode)
+	}
+	port := e.url[strings.LastIndex(e.url, ":")+1:]
+	if resp := post(map[string]string{"Authorization": "Bearer " + tok, "Host": "localhost:" + port, "Origin": "http://localhost:" + port}); resp.StatusCode != 200 {
+		t.Errorf("localhost as Host and Origin: %d, want 200", resp.StatusCode)
+	}
 	if resp := post(map[string]string{"Authorization": "Bearer " + tok, "X-Svc-Agent-Id": "a2"}); resp.StatusCode != 403 {
 		t.Errorf("mismatched X-Svc-Agent-Id: %d, want 403", resp.StatusCode)
+	}
+	if resp := post(map[string]string{"Authorization": "Bearer " + tok, "X-Svc-Project-Id": "p2"}); resp.StatusCode != 403 {
+		t.Errorf("mismatched X-Svc-Project-Id: %d, want 403", resp.StatusCode)
 	}
 	if resp := post(map[string]string{"Authorization": "Bearer " + tok, "X-Svc-Agent-Id": "a1", "X-Svc-Project-Id": "p1"}); resp.StatusCode != 200 {
 		t.Errorf("matching headers: %d, want 200", resp.StatusCode)
@@ -325,30 +348,10 @@ func TestResourceUpdatesListen(t *testing.T) {
 	mustCall(t, requester, "dispatch_turn", map[string]any{"target_agent_id": "wrk", "turn_kind": "summarize", "input": map[string]any{"x": 1}}, &d)
 	uri := "turnledger://turns/" + d.TurnID
 
-	params := map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{uri}},
-		"_meta": map[string]any{
-			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
-			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
-		}}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": params})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", e.endpoint("p1", "req"), bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	req.Header.Set("Authorization", "Bearer "+reqTok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := e.openListen(ctx, "p1", "req", reqTok, 7, uri)
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		raw, _ := io.ReadAll(resp.Body)
-		t.Fatalf("subscriptions/listen: HTTP %d %s", resp.StatusCode, raw)
-	}
 	type message struct {
 		Method string `json:"method"`
 		Params struct {

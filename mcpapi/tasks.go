@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -143,8 +144,17 @@ func declaresTasks(req mcp.Request) bool {
 // tasksMiddleware answers a tools/call of dispatch_turn from a client that
 // declares the extension with a task: the Turn, once it is on the ledger
 // and projected (so that tasks/get finds it at once).
+//
+// The tasks/ methods answer a client that does not declare the extension
+// with the missing-capability error, as the extension requires.
 func (h *Handler) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if strings.HasPrefix(method, "tasks/") && !declaresTasks(req) {
+			data, _ := json.Marshal(mcp.MissingRequiredClientCapabilityData{
+				RequiredCapabilities: &mcp.ClientCapabilities{Extensions: map[string]any{TasksExtension: map[string]any{}}}})
+			return nil, &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities,
+				Message: method + " needs the " + TasksExtension + " extension: declare it in the client capabilities", Data: data}
+		}
 		p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
 		if method != "tools/call" || !ok || p.Name != "dispatch_turn" || !declaresTasks(req) {
 			return next(ctx, method, req)

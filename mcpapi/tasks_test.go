@@ -2,7 +2,14 @@ package mcpapi_test
 
 import (
 	"encoding/json"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/turnledger/turnledger/internal/checkfor"
+	"github.com/turnledger/turnledger/mcpapi"
 )
 
 type taskView struct {
@@ -101,6 +108,41 @@ func TestTaskLifecycle(t *testing.T) {
 		t.Fatalf("tasks/get after tasks/cancel = %+v, want cancelled", got)
 	}
 
+	// A client that does not declare the extension gets no task, and the
+	// tasks/ methods answer it the missing-capability error.
+	res, rerr := e.rpcWith(map[string]any{}, "p1", "req", reqTok, "tools/call", map[string]any{"name": "dispatch_turn",
+		"arguments": map[string]any{"target_agent_id": "wrk", "turn_kind": "summarize", "input": map[string]any{}}})
+	var plain struct {
+		ResultType        string   `json:"resultType"`
+		StructuredContent turnView `json:"structuredContent"`
+	}
+	json.Unmarshal(res, &plain)
+	if rerr != nil || plain.ResultType == "task" || plain.StructuredContent.State != "queued" {
+		t.Errorf("dispatch_turn without the extension = %s %s, want the queued Turn as a tool result", res, rerr)
+	}
+	for _, m := range []struct {
+		method string
+		params map[string]any
+	}{
+		{"tasks/get", map[string]any{"taskId": id}},
+		{"tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{}}},
+		{"tasks/cancel", map[string]any{"taskId": other.TaskID}},
+	} {
+		_, rerr := e.rpcWith(map[string]any{}, "p1", "req", reqTok, m.method, m.params)
+		var re struct {
+			Code int64 `json:"code"`
+			Data struct {
+				Required struct {
+					Extensions map[string]any `json:"extensions"`
+				} `json:"requiredCapabilities"`
+			} `json:"data"`
+		}
+		json.Unmarshal(rerr, &re)
+		if _, named := re.Data.Required.Extensions[mcpapi.TasksExtension]; re.Code != mcp.CodeMissingRequiredClientCapabilities || !named {
+			t.Errorf("%s without the extension: error %s, want code %d", m.method, rerr, mcp.CodeMissingRequiredClientCapabilities)
+		}
+	}
+
 	// A task of another agent's Turn it may not read is refused.
 	strangerTok := e.agent("p1", "stranger", true)
 	if _, rerr := e.rpc("p1", "stranger", strangerTok, "tasks/get", map[string]any{"taskId": id}); rerr == nil {
@@ -114,6 +156,46 @@ func TestTaskLifecycle(t *testing.T) {
 	for _, tc := range []struct{ id, want string }{{id, "completed"}, {pending.TaskID, "working"}} {
 		if got := e.task("p1", "req", reqTok, "tasks/get", map[string]any{"taskId": tc.id}); got.Status != tc.want {
 			t.Errorf("after restart, tasks/get %s = %+v, want %s", tc.id, got, tc.want)
+		}
+	}
+}
+
+// A claimed Turn's task is working and a failed one's is failed with the
+// outcome as its error; a second instance over the same NATS (its own
+// projections) reads the task as the first does.
+func TestTaskFailedAndSeenFromAnotherInstance(t *testing.T) {
+	e := newEnv(t)
+	reqTok := e.agent("p1", "req", false, "turns:dispatch")
+	wrkTok := e.agent("p1", "wrk", true)
+	worker := e.client("p1", "wrk", wrkTok, "2025-11-25", nil)
+	other := &env{t: t, natsURL: e.natsURL, dbPath: filepath.Join(t.TempDir(), "other.db"), clock: e.clock}
+	other.start()
+
+	created := e.task("p1", "req", reqTok, "tools/call", map[string]any{"name": "dispatch_turn",
+		"arguments": map[string]any{"target_agent_id": "wrk", "turn_kind": "summarize", "input": map[string]any{}}})
+	var c claimed
+	mustCall(t, worker, "claim_turn", map[string]any{}, &c)
+	for _, in := range []*env{e, other} {
+		checkfor.Until(t, 10*time.Second, "the claimed task to be working", func() bool {
+			return in.task("p1", "req", reqTok, "tasks/get", map[string]any{"taskId": created.TaskID}).Status == "working"
+		})
+	}
+	mustCall(t, worker, "finish_turn", map[string]any{"claim": c.Claim, "outcome": "failed", "final_payload": map[string]any{"why": "no"}}, nil)
+	for _, in := range []*env{e, other} {
+		var got taskView
+		checkfor.Until(t, 10*time.Second, "the task to fail", func() bool {
+			got = in.task("p1", "req", reqTok, "tasks/get", map[string]any{"taskId": created.TaskID})
+			return got.Status != "working"
+		})
+		var failure struct {
+			Message string `json:"message"`
+			Data    struct {
+				Outcome string `json:"outcome"`
+			} `json:"data"`
+		}
+		json.Unmarshal(got.Error, &failure)
+		if got.Status != "failed" || failure.Data.Outcome != "failed" || !strings.Contains(failure.Message, "failed") {
+			t.Errorf("tasks/get of a failed Turn = %+v (error %s), want failed with the outcome", got, got.Error)
 		}
 	}
 }

@@ -120,7 +120,7 @@ func (h *Handler) addTools() {
 		"Read a Turn's snapshot: its state (queued, claimed, suspended, finished), outcome, awaiting_input and final_payload. Use it to follow a Turn you dispatched.",
 		obj(m{"turn_id": tTurnID}, "turn_id"), tTurn, h.getTurn)
 	h.tool("get_turn_context", "Read a Turn's records",
-		"Read the semantic records of a Turn in turn_seq order (its input, the progress records, provided input, the final record). Page with after_turn_seq.",
+		"Read the semantic records of a Turn in turn_seq order: the progress records, the answers to its input requests (role input), the final record. (What the Turn was dispatched with is the input field of get_turn.) Page with after_turn_seq.",
 		obj(m{"turn_id": tTurnID, "after_turn_seq": tInt, "limit": tLimit}, "turn_id"), tPage, h.getTurnContext)
 	h.tool("list_turns", "List Turns",
 		"List the Turns you may read, oldest dispatch first, filtered by target agent, kind, state, outcome, tags or awaiting_input. Page with after_ledger_seq.",
@@ -357,7 +357,23 @@ func (h *Handler) claimTurn(ctx context.Context, id identity, args []byte) (any,
 	claim := func() (*engine.ClaimResult, uint64, error) {
 		return h.engine.Claim(ctx, id.project, common(id, b.Meta, b.Trace), id.agent, &kernel.AgentRef{ProjectID: id.project, AgentID: id.agent})
 	}
-	res, seq, err := h.engine.WaitClaim(ctx, h.store, id.project, id.agent, wait, nil, nil, claim)
+	// Once the first attempt found nothing the call waits on notifications:
+	// it gives back its in-flight slots and counts as waiting, as the HTTP
+	// API's long poll does (httpapi's claimWaiting).
+	counted := false
+	defer func() {
+		if counted {
+			h.claims.Add(-1)
+		}
+	}()
+	waiting := func() {
+		counted = true
+		h.claims.Add(1)
+		if id.detach != nil {
+			id.detach()
+		}
+	}
+	res, seq, err := h.engine.WaitClaim(ctx, h.store, id.project, id.agent, wait, h.stopCtx.Done(), waiting, claim)
 	if err != nil || res == nil {
 		return claimAnswer{}, err
 	}

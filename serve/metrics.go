@@ -128,6 +128,14 @@ func (m *metrics) watch(s *Service) {
 		_, w := s.openCounts()
 		return float64(w)
 	})
+	gauge("turnledger_mcp_claims_waiting", "MCP claim_turn calls waiting (wait_s) now.", func() float64 {
+		n, _ := s.mcp.Waiting()
+		return float64(n)
+	})
+	gauge("turnledger_mcp_streams_open", "MCP streams (GET and subscriptions/listen) open now.", func() float64 {
+		_, n := s.mcp.Waiting()
+		return float64(n)
+	})
 }
 
 // claimCounts counts the claims of every loaded project in the engine's

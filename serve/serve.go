@@ -142,6 +142,7 @@ type Service struct {
 	projector *projection.Projector
 	reaper    *engine.Reaper
 	api       *httpapi.Server
+	mcp       *mcpapi.Handler
 	a2a       *a2aapi.Handler
 	http      *http.Server
 	listener  net.Listener
@@ -252,8 +253,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	mcfg := mcpapi.DefaultConfig()
 	mcfg.Now, mcfg.Logger, mcfg.MaxBodyBytes, mcfg.AuthFailures = hcfg.Now, hcfg.Logger, hcfg.MaxBodyBytes, hcfg.AuthFailures
 	mcfg.AllowedOrigins, mcfg.PublicURL = cfg.MCPOrigins, cfg.PublicURL
-	mh, err := mcpapi.New(s.engine, s.store, mcfg)
-	if err != nil {
+	if s.mcp, err = mcpapi.New(s.engine, s.store, mcfg); err != nil {
 		return nil, err
 	}
 	acfg := a2aapi.DefaultConfig()
@@ -261,7 +261,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if s.a2a, err = a2aapi.New(s.engine, s.store, acfg); err != nil {
 		return nil, err
 	}
-	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: mh, Project: mcpapi.ProjectOf}, {Prefix: mcpapi.MetadataPrefix, Handler: mh},
+	hcfg.Mounts = []httpapi.Mount{{Prefix: mcpapi.PathPrefix, Handler: s.mcp, Project: mcpapi.ProjectOf}, {Prefix: mcpapi.MetadataPrefix, Handler: s.mcp},
 		{Prefix: a2aapi.PathPrefix, Handler: s.a2a, Project: a2aapi.ProjectOf}}
 	if s.api, err = httpapi.New(s.engine, s.store, hcfg); err != nil {
 		return nil, err
@@ -381,6 +381,9 @@ func (s *Service) Close() error {
 	var errs []error
 	if s.api != nil {
 		s.api.StopWaiting() // long polls and event streams end, so Shutdown does not wait for them
+	}
+	if s.mcp != nil {
+		s.mcp.StopWaiting() // likewise MCP's waiting claims and streams
 	}
 	if s.a2a != nil {
 		s.a2a.StopWaiting()
