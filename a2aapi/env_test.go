@@ -52,14 +52,21 @@ type env struct {
 	dbPath  string
 	clock   *clock
 	cfg     func(*a2aapi.Config)
+	hcfg    func(*httpapi.Config)
+	api     *httpapi.Server
 	stop    func()
 }
 
 func newEnv(t testing.TB, cfg func(*a2aapi.Config)) *env {
+	return newEnvWith(t, cfg, nil)
+}
+
+// newEnvWith is newEnv with the HTTP API's configuration edited by hcfg.
+func newEnvWith(t testing.TB, cfg func(*a2aapi.Config), hcfg func(*httpapi.Config)) *env {
 	t.Helper()
 	srv := natstest.Start(t)
 	e := &env{t: t, natsURL: srv.ClientURL(), dbPath: filepath.Join(t.TempDir(), "projections.db"),
-		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}, cfg: cfg}
+		clock: &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}, cfg: cfg, hcfg: hcfg}
 	e.start()
 	return e
 }
@@ -109,12 +116,15 @@ func (e *env) start() {
 	hcfg.Now = e.clock.Now
 	hcfg.Logger = logger
 	hcfg.Mounts = []httpapi.Mount{{Prefix: a2aapi.PathPrefix, Handler: ah, Project: a2aapi.ProjectOf}}
+	if e.hcfg != nil {
+		e.hcfg(&hcfg)
+	}
 	api, err := httpapi.New(eng, store, hcfg)
 	if err != nil {
 		t.Fatalf("httpapi.New = %v", err)
 	}
 	hs := httptest.NewServer(api)
-	e.url = hs.URL
+	e.url, e.api = hs.URL, api
 	var once sync.Once
 	e.stop = func() {
 		once.Do(func() {

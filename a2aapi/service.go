@@ -10,6 +10,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/turnledger/turnledger/internal/inflight"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -313,6 +314,8 @@ func (s *service) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 	if req.Config != nil && req.Config.ReturnImmediately || h.cfg.SendWait == 0 {
 		return s.task(id, v, hist, true)
 	}
+	// From here the send only waits on notifications: its slots go back.
+	inflight.Detach(ctx)
 	deadline := time.NewTimer(h.cfg.SendWait)
 	defer deadline.Stop()
 	for !settled(v) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/turnledger/turnledger/internal/faceauth"
+	"github.com/turnledger/turnledger/internal/inflight"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
@@ -79,6 +80,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, body []byte, re
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("X-Accel-Buffering", "no")
+	inflight.Detach(ctx) // a stream waits on notifications: its slots go back
 	w.WriteHeader(http.StatusOK)
 
 	var buf bytes.Buffer
