@@ -3,14 +3,11 @@ package mcpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -18,9 +15,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/turnledger/turnledger/engine"
+	"github.com/turnledger/turnledger/internal/faceauth"
 	"github.com/turnledger/turnledger/internal/inflight"
+	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/internal/reqlog"
-	"github.com/turnledger/turnledger/internal/throttle"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -29,13 +27,6 @@ import (
 const (
 	PathPrefix     = "/mcp/"
 	MetadataPrefix = "/.well-known/oauth-protected-resource/mcp/"
-)
-
-// Headers of the HTTP API that an MCP request may send; they must match the
-// path when sent.
-const (
-	headerProject = "X-Svc-Project-Id"
-	headerAgent   = "X-Svc-Agent-Id"
 )
 
 // endpointPattern is the route of the request log.
@@ -49,14 +40,14 @@ const Version = "1"
 
 // Handler serves the MCP endpoints and their resource metadata.
 type Handler struct {
-	engine    *engine.Engine
-	store     *projection.Store
-	cfg       Config
-	authFails *throttle.Buckets
-	server    *mcp.Server
-	mcp       http.Handler // the SDK's Streamable HTTP handler, behind the bearer check
-	tools     []*mcp.Tool  // in the order of tools/list
-	subs      *subscriptions
+	engine *engine.Engine
+	store  *projection.Store
+	cfg    Config
+	guard  *faceauth.Guard
+	server *mcp.Server
+	mcp    http.Handler // the SDK's Streamable HTTP handler, behind the bearer check
+	tools  []*mcp.Tool  // in the order of tools/list
+	subs   *subscriptions
 
 	// stopCtx is cancelled by StopWaiting: waiting claims answer and
 	// streams end.
@@ -72,7 +63,7 @@ func New(e *engine.Engine, store *projection.Store, cfg Config) (*Handler, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{engine: e, store: store, cfg: cfg, authFails: throttle.New(cfg.AuthFailures, cfg.Now)}
+	h := &Handler{engine: e, store: store, cfg: cfg, guard: faceauth.NewGuard(cfg.AuthFailures, cfg.Now)}
 	h.stopCtx, h.stopAll = context.WithCancel(context.Background())
 	h.subs = newSubscriptions(h)
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "turnledger", Title: "turnledger", Version: Version}, &mcp.ServerOptions{
@@ -346,67 +337,30 @@ func originOf(u string) string {
 	return scheme + "://" + host
 }
 
-func bearer(r *http.Request) (string, bool) {
-	if len(r.Header.Values("Authorization")) != 1 {
-		return "", false
-	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return "", false
-	}
-	return strings.TrimSpace(token), true
-}
-
-// errThrottled is a throttled authentication, with how long to wait.
-type errThrottled struct{ wait time.Duration }
-
-func (e *errThrottled) Error() string {
-	return "too many failed authentications; retry after the time in Retry-After"
-}
-
-func addrKey(r *http.Request) string        { return "addr\x00" + throttle.RemoteHost(r) }
-func agentKey(project, agent string) string { return "agent\x00" + project + "\x00" + agent }
-
 // authenticate checks the agent headers against the path, the throttle, and
 // the bearer credential of the path's agent, as the HTTP API does
 // (httpapi/auth.go, httpapi/protect.go).
 func (h *Handler) authenticate(r *http.Request, project, agent string) (kernel.Caller, error) {
-	for _, hd := range []string{"Authorization", headerProject, headerAgent} {
-		if len(r.Header.Values(hd)) > 1 {
-			return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "the %s header is given more than once", hd)
-		}
+	if err := faceauth.CheckHeaders(r, project); err != nil {
+		return kernel.Caller{}, err
 	}
-	if hp := r.Header.Get(headerProject); hp != "" && hp != project {
-		return kernel.Caller{}, kernel.Errorf(kernel.Forbidden, "%s %q does not match project %s of the path", headerProject, hp, project)
+	if ha := r.Header.Get(faceauth.HeaderAgent); ha != "" && ha != agent {
+		return kernel.Caller{}, kernel.Errorf(kernel.Forbidden, "%s %q does not match agent %s of the path", faceauth.HeaderAgent, ha, agent)
 	}
-	if ha := r.Header.Get(headerAgent); ha != "" && ha != agent {
-		return kernel.Caller{}, kernel.Errorf(kernel.Forbidden, "%s %q does not match agent %s of the path", headerAgent, ha, agent)
-	}
-	token, ok := bearer(r)
-	if aw, addrFailed := h.authFails.Wait(addrKey(r)); aw > 0 || addrFailed {
-		wait := aw
-		if wait == 0 {
-			wait, _ = h.authFails.Wait(agentKey(project, agent))
-		}
-		// A credential the engine knows is served whoever else fails here.
-		if wait > 0 && !(ok && h.engine.KnownCredential(project, agent, token)) {
-			return kernel.Caller{}, &errThrottled{wait}
-		}
+	token, ok := faceauth.Bearer(r)
+	// A credential the engine knows is served whoever else fails here.
+	if err := h.guard.Admit(r, project, agent, func() bool { return ok && h.engine.KnownCredential(project, agent, token) }); err != nil {
+		return kernel.Caller{}, err
 	}
 	if !ok {
-		h.failed(r, project, agent)
+		h.guard.Fail(r, project, agent)
 		return kernel.Caller{}, kernel.Errorf(kernel.Unauthorized, "missing Authorization: Bearer <agent credential token> of agent %s", agent)
 	}
 	c, err := h.engine.Authenticate(r.Context(), project, agent, token)
 	if err != nil && kernel.ErrorKind(err) == kernel.Unauthorized {
-		h.failed(r, project, agent)
+		h.guard.Fail(r, project, agent)
 	}
 	return c, err
-}
-
-func (h *Handler) failed(r *http.Request, project, agent string) {
-	h.authFails.Fail(addrKey(r))
-	h.authFails.Fail(agentKey(project, agent))
 }
 
 func (h *Handler) metadataURL(r *http.Request, project, agent string) string {
@@ -415,18 +369,7 @@ func (h *Handler) metadataURL(r *http.Request, project, agent string) string {
 
 // writeAuthError answers a refused authentication.
 func (h *Handler) writeAuthError(w http.ResponseWriter, r *http.Request, project, agent string, err error) {
-	var te *errThrottled
-	if errors.As(err, &te) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(te.wait.Seconds()))))
-		writeError(w, http.StatusTooManyRequests, "TooManyRequestsError", te.Error())
-		return
-	}
-	kind := kernel.ErrorKind(err)
-	if kind == kernel.Unauthorized {
-		w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer resource_metadata=%q", h.metadataURL(r, project, agent)))
-	}
-	name, msg := errorBody(h.cfg.Logger, err)
-	writeError(w, kind.Status(), name, msg)
+	faceauth.WriteRefusal(w, h.cfg.Logger, err, fmt.Sprintf("Bearer resource_metadata=%q", h.metadataURL(r, project, agent)))
 }
 
 // serveMetadata answers the RFC 9728 protected resource metadata of an
@@ -452,14 +395,6 @@ func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request, project,
 	})
 }
 
-func writeError(w http.ResponseWriter, status int, name kernel.Kind, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(errBody{Error: string(name), Message: msg})
-}
-
-// errBody is the error body of the HTTP API.
-type errBody struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
+func writeError(w http.ResponseWriter, status int, kind kernel.Kind, msg string) {
+	jsonhttp.WriteError(w, status, string(kind), msg)
 }

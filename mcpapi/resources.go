@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/turnledger/turnledger/internal/faceauth"
+	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/kernel"
 )
 
@@ -71,7 +73,7 @@ func (h *Handler) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 }
 
 func isNotFound(err error) bool {
-	name, _ := errorBody(discard, err)
+	name, _ := faceauth.ErrorBody(discard, err)
 	return name == kernel.NotFound
 }
 
@@ -79,8 +81,8 @@ func isNotFound(err error) bool {
 // refusals as results): invalid params for the client's mistakes, internal
 // error otherwise, with the {error, message} body as data.
 func (h *Handler) rpcError(err error) error {
-	name, msg := errorBody(h.cfg.Logger, err)
-	data, _ := json.Marshal(errBody{Error: string(name), Message: msg})
+	name, msg := faceauth.ErrorBody(h.cfg.Logger, err)
+	data, _ := json.Marshal(jsonhttp.ErrorBody{Error: string(name), Message: msg})
 	code := int64(jsonrpc.CodeInvalidParams)
 	if name == kernel.Internal || name == kernel.Unavailable {
 		code = jsonrpc.CodeInternalError

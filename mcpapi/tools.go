@@ -5,13 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/turnledger/turnledger/engine"
+	"github.com/turnledger/turnledger/internal/faceauth"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
@@ -183,55 +183,18 @@ func toolResult(v any) (*mcp.CallToolResult, error) {
 
 // refusal is a tool result with isError and the HTTP API's error body.
 func (h *Handler) refusal(err error) *mcp.CallToolResult {
-	name, msg := errorBody(h.cfg.Logger, err)
-	data, _ := json.Marshal(errBody{Error: string(name), Message: msg})
+	name, msg := faceauth.ErrorBody(h.cfg.Logger, err)
+	data, _ := json.Marshal(jsonhttp.ErrorBody{Error: string(name), Message: msg})
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(data)}}, StructuredContent: json.RawMessage(data)}
-}
-
-// unavailable is a wait for the projections that timed out.
-type unavailable struct{ msg string }
-
-func (e *unavailable) Error() string { return e.msg }
-
-// errorBody is the {error, message} of err, as the HTTP API writes it
-// (httpapi/errors.go).
-func errorBody(log *slog.Logger, err error) (kernel.Kind, string) {
-	var ua *unavailable
-	var de *jsonhttp.DecodeError
-	var ke *kernel.Error
-	switch {
-	case errors.As(err, &ua):
-		return kernel.Unavailable, ua.msg
-	case errors.As(err, &de):
-		return kernel.Validation, de.Msg
-	case errors.Is(err, projection.ErrDamaged):
-		log.Error("projection damaged", "err", err)
-		return kernel.Unavailable, "the projections are damaged and are not served until they are rebuilt from the ledger"
-	case errors.Is(err, projection.ErrNotFound):
-		return kernel.NotFound, "not found"
-	case errors.As(err, &ke) && ke.Kind != kernel.Internal:
-		return ke.Kind, ke.Message
-	}
-	log.Error("internal error", "err", err)
-	return kernel.Internal, "internal error; see the server log"
 }
 
 var discard = slog.New(slog.DiscardHandler)
 
 func decode(args []byte, dst any) error { return jsonhttp.DecodeBytes(args, dst) }
 
-func notYet(seq uint64) error {
-	return &unavailable{fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq)}
-}
-
 // wait blocks until the projections committed seq.
 func (h *Handler) wait(ctx context.Context, seq uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.WaitTimeout)
-	defer cancel()
-	if err := h.store.WaitFor(ctx, seq); err != nil {
-		return notYet(seq)
-	}
-	return nil
+	return faceauth.Wait(ctx, h.store, seq, h.cfg.WaitTimeout)
 }
 
 // turnAt reads the Turn a command changed at seq, once seq is folded.
@@ -240,7 +203,7 @@ func (h *Handler) turnAt(ctx context.Context, project, turnID string, seq uint64
 	defer cancel()
 	v, err := h.store.TurnAt(ctx, project, turnID, seq)
 	if err != nil && ctx.Err() != nil || errors.Is(err, projection.ErrClosed) {
-		return v, notYet(seq)
+		return v, faceauth.NotYet(seq)
 	}
 	return v, err
 }
@@ -435,7 +398,7 @@ func (h *Handler) appendRecord(ctx context.Context, id identity, args []byte) (a
 	ctxW, cancel := context.WithTimeout(ctx, h.cfg.WaitTimeout)
 	defer cancel()
 	if err := h.store.WaitFolded(ctxW, res.Seq); err != nil {
-		return nil, notYet(res.Seq)
+		return nil, faceauth.NotYet(res.Seq)
 	}
 	return recordAnswer{ProjectID: id.project, TurnID: turnID, TurnSeq: res.TurnSeq, StopRequested: res.StopRequested, LedgerSeq: res.Seq}, nil
 }
