@@ -19,8 +19,16 @@
 //     answers the event's ledger_seq.
 //
 // A lost race (another instance appended first: kernel.ErrStale) is caught
-// up from the ledger and decided again, a bounded number of times
-// (Config.MaxAttempts). A refusal, or a command that changes nothing, is
+// up from the ledger and decided again: while the races lost are explained
+// by events another instance appended (the project makes progress), for up
+// to Config.ContendFor (10 s); refusals the catch-up cannot explain (a
+// replicated stream settling after a leader change) at most
+// Config.MaxAttempts times. Then the command is answered Unavailable
+// (nothing was appended; the client may retry). Commands of one instance
+// take turns under the project's lock, but instances do not take turns with
+// each other: a command of an instance that keeps losing to another that
+// appends back to back waits until the other's queue of the project thins,
+// which ContendFor bounds. A refusal, or a command that changes nothing, is
 // confirmed the same way before it is answered: if the ledger moved on since
 // the state was folded, the engine catches up and decides again. Clients see
 // only real refusals, whichever instance they talk to.

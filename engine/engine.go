@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,7 +42,14 @@ type Config struct {
 	InviteTTL     time.Duration // default lifetime of a join invite
 	MaxInviteTTL  time.Duration // the longest lifetime an invite may ask for
 	MaxDepth      int           // deepest child Turn (a root Turn has depth 0)
-	MaxAttempts   int           // decide-append rounds before a contended command gives up
+	// MaxAttempts bounds the lost races a command takes that the catch-up
+	// read cannot explain (the ledger refused the expectation, yet nothing
+	// newer can be read: a replicated stream settling after a leader
+	// change). ContendFor bounds the time a command keeps losing races that
+	// it can explain: another instance appended meanwhile, so the project
+	// is making progress, and the command is decided again on it.
+	MaxAttempts int
+	ContendFor  time.Duration
 	// LoadWait bounds how long a request waits for its project's write model
 	// to load (see load.go) before it is answered Unavailable (503, with
 	// Retry-After); 0 waits without bound.
@@ -63,6 +71,7 @@ func DefaultConfig() Config {
 		MaxInviteTTL:  7 * 24 * time.Hour,
 		MaxDepth:      8,
 		MaxAttempts:   16,
+		ContendFor:    10 * time.Second,
 		LoadWait:      500 * time.Millisecond,
 		Now:           time.Now,
 		Rand:          rand.Reader,
@@ -86,6 +95,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAttempts < 1 {
 		errs = append(errs, errors.New("max attempts must be at least 1"))
+	}
+	if c.ContendFor < 0 {
+		errs = append(errs, errors.New("contend-for must not be negative"))
 	}
 	if c.LoadWait < 0 {
 		errs = append(errs, errors.New("load wait must not be negative"))
@@ -287,12 +299,14 @@ func (e *Engine) catchUp(ctx context.Context, p *kernel.Project) error {
 
 // staleWait waits before the next attempt after a lost race that the
 // catch-up read could not explain, or after the third in a row: 5 ms
-// doubling up to 200 ms, or until ctx ends.
+// doubling up to 200 ms, each between half and all of it at random, or
+// until ctx ends.
 func staleWait(ctx context.Context, attempt int) error {
 	d := 200 * time.Millisecond
 	if attempt < 6 {
 		d = 5 * time.Millisecond << (attempt - 1)
 	}
+	d = d/2 + mathrand.N(d/2+1)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -324,6 +338,7 @@ func (e *Engine) decideAppend(ctx context.Context, p *kernel.Project, cmd kernel
 
 // decideAppendAll is decideAppend with every event the command appended.
 func (e *Engine) decideAppendAll(ctx context.Context, p *kernel.Project, cmd kernel.Command) (uint64, []kernel.Event, *kernel.Answer, error) {
+	began, unexplained := time.Now(), 0
 	for attempt := 1; ; attempt++ {
 		if a, err := kernel.Recall(p, cmd, e.cfg.Now()); err != nil || a != nil {
 			if a != nil {
@@ -348,28 +363,32 @@ func (e *Engine) decideAppendAll(ctx context.Context, p *kernel.Project, cmd ker
 		}
 		ev := events[0]
 		seqs, err := e.append(ctx, p, events)
-		if errors.Is(err, kernel.ErrStale) && attempt < e.cfg.MaxAttempts {
+		if errors.Is(err, kernel.ErrStale) {
 			before := p.Seq
 			if err := e.catchUp(ctx, p); err != nil {
 				return 0, nil, nil, err
 			}
-			if p.Seq == before || attempt > 3 {
-				// The ledger refused the expectation again and again, or
-				// the read found nothing newer: around a leader change of a
+			explained := p.Seq != before
+			if !explained {
+				unexplained++
+			}
+			if unexplained >= e.cfg.MaxAttempts || time.Since(began) >= e.cfg.ContendFor {
+				// Nothing was appended, and the client may simply try again.
+				return 0, nil, nil, kernel.Errorf(kernel.Unavailable, "project %s is being written by other instances too fast for this command: %d attempts lost the race in %v; retry shortly", p.ID, attempt, time.Since(began).Round(time.Millisecond))
+			}
+			if !explained || attempt > 3 {
+				// The read found nothing newer: around a leader change of a
 				// replicated stream, refusals come in a burst while the new
-				// leader settles. Give it a moment (growing, about 2 s over
-				// every attempt) rather than spending the attempts in a few
-				// milliseconds. An ordinary lost race is retried at once.
+				// leader settles; or the races keep being lost to a busy
+				// writer. Give it a moment (growing to 200 ms, with jitter
+				// so that contending instances fall out of step) rather than
+				// spending the attempts in a few milliseconds. An ordinary
+				// lost race is retried at once.
 				if err := staleWait(ctx, attempt); err != nil {
 					return 0, nil, nil, err
 				}
 			}
 			continue
-		}
-		if errors.Is(err, kernel.ErrStale) {
-			// Every attempt lost a race with another writer of the project:
-			// nothing was appended, and the client may simply try again.
-			return 0, nil, nil, kernel.Errorf(kernel.Unavailable, "project %s is being written by other instances too fast for this command: %d attempts lost the race; retry shortly", p.ID, attempt)
 		}
 		if err != nil {
 			return 0, nil, nil, fmt.Errorf("kernel: append %s: %w", ev.Type, err)

@@ -121,3 +121,59 @@ func TestLostRacesEndUnavailable(t *testing.T) {
 		t.Errorf("Execute when every append loses the race = %v, want Unavailable", err)
 	}
 }
+
+// losesTo is a ledger whose next appends lose the race to another engine,
+// which appends first (a registration) each time: a race the catch-up read
+// explains.
+type losesTo struct {
+	engine.Ledger
+	other func()
+	n     *int
+}
+
+func (l losesTo) Append(ctx context.Context, project string, expectLast uint64, e kernel.Event) (uint64, error) {
+	if *l.n > 0 {
+		*l.n--
+		l.other()
+		return 0, kernel.ErrStale
+	}
+	return l.Ledger.Append(ctx, project, expectLast, e)
+}
+
+// TestLostRacesToProgressAreRetriedForContendFor: races lost to another
+// writer that keeps appending are retried beyond MaxAttempts while
+// ContendFor lasts, and the command is appended once a race is won; with no
+// time to contend, the first lost race is answered Unavailable.
+func TestLostRacesToProgressAreRetriedForContendFor(t *testing.T) {
+	engines, l := newEngines(t, 1)
+	register(t, engines[0], "worker", 1)
+	other := 0
+	otherWrites := func() { other++; register(t, engines[0], fmt.Sprintf("other-%d", other), 1) }
+
+	cfg := engine.DefaultConfig()
+	cfg.MaxAttempts = 2
+	losses := 6
+	e, err := engine.New(losesTo{l, otherWrites, &losses}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Execute(t.Context(), "p1", kernel.SetAgentAdmission{Common: admin, AgentID: "worker", Drain: true,
+		Agent: &kernel.AgentRef{ProjectID: "p1", AgentID: "worker"}, RequestedBy: kernel.AgentRef{ProjectID: "p1", AgentID: "worker"}}); err != nil {
+		t.Fatalf("a command that lost 6 races to a writer making progress (MaxAttempts 2) = %v, want it appended", err)
+	}
+	if other != 6 || losses != 0 {
+		t.Errorf("the other writer appended %d times (%d losses left), want 6 and 0", other, losses)
+	}
+
+	cfg.ContendFor = 0
+	losses = 1
+	e, err = engine.New(losesTo{l, otherWrites, &losses}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Execute(t.Context(), "p1", kernel.SetAgentAdmission{Common: admin, AgentID: "worker", Drain: false,
+		Agent: &kernel.AgentRef{ProjectID: "p1", AgentID: "worker"}, RequestedBy: kernel.AgentRef{ProjectID: "p1", AgentID: "worker"}})
+	if kernel.ErrorKind(err) != kernel.Unavailable {
+		t.Errorf("a lost race with no time to contend = %v, want Unavailable", err)
+	}
+}
