@@ -26,7 +26,7 @@ func streamConfig(cfg Config, atomic bool) jetstream.StreamConfig {
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DuplicateWindow,
 		DenyDelete:  true, // the ledger is append-only
-		DenyPurge:   true,
+		DenyPurge:   !cfg.AllowPurge, // purged only below an archived horizon (purge.go)
 		AllowDirect: false, // direct get cannot take a wildcard last-by-subject; LastSeq needs it
 		// AppendBatch: the events of one command that changes several
 		// Turns are stored all or none.
