@@ -25,9 +25,10 @@ func streamConfig(cfg Config, atomic bool) jetstream.StreamConfig {
 		Storage:     storage,
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DuplicateWindow,
-		DenyDelete:  true,            // the ledger is append-only
-		DenyPurge:   !cfg.AllowPurge, // purged only below an archived horizon (purge.go)
-		AllowDirect: false,           // direct get cannot take a wildcard last-by-subject; LastSeq needs it
+		DenyDelete:  true, // the ledger is append-only
+		// Purged only below an archived horizon (purge.go), when allowed.
+		DenyPurge:   !cfg.AllowPurge,
+		AllowDirect: false, // direct get cannot take a wildcard last-by-subject; LastSeq needs it
 		// AppendBatch: the events of one command that changes several
 		// Turns are stored all or none.
 		AllowAtomicPublish: atomic,
