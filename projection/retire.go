@@ -70,7 +70,9 @@ func (e *RetiredError) Error() string {
 	return fmt.Sprintf("turn %s was retired at %s%s; its events are in the ledger's archive", e.TurnID, e.RetiredAt.UTC().Format(time.RFC3339), fin)
 }
 
-func (e *RetiredError) Unwrap() error { return &kernel.Error{Kind: kernel.NotFound, Message: e.Error()} }
+func (e *RetiredError) Unwrap() error {
+	return &kernel.Error{Kind: kernel.NotFound, Message: e.Error()}
+}
 
 // RetiredTurn is what stays of a retired Turn.
 type RetiredTurn struct {
