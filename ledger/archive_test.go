@@ -178,3 +178,70 @@ func TestArchiveVerifyFindsDamageAndOpenCleansACrash(t *testing.T) {
 		t.Errorf("files after OpenArchive (-want +got):\n%s", diff)
 	}
 }
+
+func TestArchivedReadsCrossFromTheArchiveToTheStream(t *testing.T) {
+	ctx := context.Background()
+	cfg := ledger.DefaultConfig()
+	cfg.Storage = ledger.MemoryStorage
+	cfg.AllowPurge = true
+	s, err := ledger.Open(ctx, natstest.Connect(t, natstest.Start(t)), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for i := 1; i <= 6; i++ {
+		last = mustAppend(t, s, "p1", last, record("p1", "t1", uint64(i)))
+		mustAppend(t, s, "p2", lastSeq(t, s, "p2"), heartbeat("p2", "a"))
+	}
+	all := appendRecords(t, s, 0)
+	a, err := ledger.OpenArchive(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ledger.WithArchive(s, a)
+	if err := l.PurgeBelow(ctx, 5); err == nil {
+		t.Fatal("PurgeBelow(5) before archiving = nil, want an error")
+	}
+	if _, err := s.ArchiveTo(ctx, a, 7, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PurgeBelow(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	var got []kernel.Recorded
+	if _, err := l.ReadAll(ctx, 0, func(b []kernel.Recorded, _ uint64) error { got = append(got, b...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(all, got); diff != "" {
+		t.Errorf("ReadAll over archive and stream (-want +got):\n%s", diff)
+	}
+	var p1 []kernel.Recorded
+	for _, r := range all {
+		if r.Event.ProjectID == "p1" && r.Seq > 2 {
+			p1 = append(p1, r)
+		}
+	}
+	got = nil
+	if _, err := l.ReadProject(ctx, "p1", 2, func(r kernel.Recorded) error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(p1, got); diff != "" {
+		t.Errorf("ReadProject(p1, 2) over archive and stream (-want +got):\n%s", diff)
+	}
+	got = nil
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	err = l.Follow(fctx, 0, func(b []kernel.Recorded) error {
+		got = append(got, b...)
+		if len(got) >= len(all) {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Follow = %v, want it canceled", err)
+	}
+	if diff := cmp.Diff(all, got); diff != "" {
+		t.Errorf("Follow over archive and stream (-want +got):\n%s", diff)
+	}
+}
