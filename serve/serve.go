@@ -65,6 +65,9 @@ type Config struct {
 	Logger         *slog.Logger
 	RequestLog     bool      // one log line per request (httpapi.RequestLog)
 	Lag            LagBounds // past them /readyz answers 503
+	// Retention archives old events, purges the stream below them and
+	// retires old finished Turn trees (retention.go). Off by default.
+	Retention RetentionConfig
 
 	// Now, when set, is the clock of the engine, the projections and the
 	// API in place of Kernel.Now and time.Now, so that a test can expire
@@ -125,7 +128,7 @@ func (c Config) Validate() error {
 	if c.NATSURL == "" && c.Ledger.Replicas > 1 {
 		errs = append(errs, fmt.Errorf("serve: %d replicas need an external NATS cluster (NATSURL): the embedded server is a single node", c.Ledger.Replicas))
 	}
-	errs = append(errs, c.Limits.Validate(), c.NATSAuth.Validate(c.NATSURL))
+	errs = append(errs, c.Limits.Validate(), c.NATSAuth.Validate(c.NATSURL), c.Retention.validate())
 	return errors.Join(errs...)
 }
 
@@ -140,6 +143,8 @@ type Service struct {
 	engine    *engine.Engine
 	projector *projection.Projector
 	reaper    *engine.Reaper
+	archived  *ledger.Archived  // the ledger read through its archive, when there is one (retention.go)
+	retention *engine.Retention // nil until started
 	api       *httpapi.Server
 	http      *http.Server
 	listener  net.Listener
@@ -183,7 +188,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 			return nil, err
 		}
 	}
+	if cfg.Retention.RetainFinished > 0 {
+		cfg.Ledger.AllowPurge = true // a new stream may be purged below the archived horizon
+	}
 	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.NATSAuth, cfg.Ledger, cfg.Sync); err != nil {
+		return nil, err
+	}
+	if err := s.openArchive(); err != nil {
 		return nil, err
 	}
 	if err := s.openProjections(filepath.Join(cfg.DataDir, "projections.db")); err != nil {
@@ -197,11 +208,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		s.healUntil = head
 	}
 	metrics := newMetrics() // the one Prometheus registry (metrics.go)
-	if s.engine, err = engine.New(timedLedger{s.ledger, metrics.appends}, cfg.Kernel); err != nil {
+	if s.engine, err = engine.New(timedLedger{s.readLedger(), metrics.appends}, cfg.Kernel); err != nil {
 		return nil, err
 	}
 	s.engine.KeepSnapshots(s.store, snapshotEvery)
-	var src projection.Source = s.ledger
+	var src projection.Source = s.readLedger()
 	if cfg.ProjectorSource != nil {
 		src = cfg.ProjectorSource(src)
 	}
@@ -233,6 +244,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		defer s.wg.Done()
 		s.reaper.Run(runCtx)
 	}()
+	s.startRetention(runCtx)
 
 	hcfg := httpapi.DefaultConfig()
 	hcfg.AdminTokenHash = kernel.HashSecret(token)
@@ -255,6 +267,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	metrics.watch(s)
+	metrics.watchRetention(s)
 	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
@@ -407,6 +420,8 @@ type Readiness struct {
 	// WriteModelsLoading is how many projects are still loading their write
 	// model; their requests are answered 503 with Retry-After meanwhile.
 	WriteModelsLoading int `json:"write_models_loading"`
+	// Retention is the retention's horizon, archive and last run.
+	Retention engine.RetentionStatus `json:"retention"`
 }
 
 // snapshotEvery: a load that folded this many events after the project's
@@ -420,7 +435,7 @@ const probeTimeout = 2 * time.Second
 func (s *Service) ready(ctx context.Context) (any, bool) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	r := Readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status(), WriteModelsLoading: s.engine.Loading()}
+	r := Readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status(), WriteModelsLoading: s.engine.Loading(), Retention: s.retention.Status()}
 	r.Backend.Kind = "embedded"
 	if s.embedded == nil {
 		r.Backend.Kind, r.Backend.URL = "external", RedactURLs(s.cfg.NATSURL)
