@@ -199,7 +199,12 @@ func (s *Store) Retire(r Retirement) (RetireResult, error) {
 		if _, err := tx.CreateBucketIfNotExists(bktRetired); err != nil {
 			return err
 		}
-		for _, p := range projectsOf(tx.Bucket(bktFeed)) {
+		// The projects that lose feed entries: those with one below h.
+		feed := tx.Bucket(bktFeed)
+		for _, p := range projectsOf(feed) {
+			if k, _ := feed.Cursor().Seek(key(p)); k == nil || tailSeq(k) >= h {
+				continue
+			}
 			if err := hp.Put(key(p), nil); err != nil {
 				return err
 			}
@@ -471,4 +476,86 @@ func (s *Store) retireTurn(tx *bolt.Tx, project string, rec turnRecord, now time
 	k := key(project, id)
 	s.recent.take(string(k)) // the fold must not write it back from its cache
 	return n + 1, tx.Bucket(bktTurns).Delete(k)
+}
+
+// CarryRetirement gives s (a file rebuilt from the archive and the stream)
+// the retirement of the projection file at live: its horizon and its
+// retired Turns, whose rows it keeps as they are, so that a replay gives
+// the projections the live file had. The live file is opened read-only.
+func (s *Store) CarryRetirement(live string) error {
+	db, err := bolt.Open(live, 0o600, &bolt.Options{ReadOnly: true, Timeout: s.cfg.OpenTimeout})
+	if err != nil {
+		return fmt.Errorf("projection: carry retirement: open %s: %w", live, err)
+	}
+	var horizon uint64
+	rows := map[string][]byte{}
+	err = func() (err error) {
+		defer s.caught(&err)
+		return db.View(func(tx *bolt.Tx) error {
+			horizon = getU64(tx.Bucket(bktMeta).Get(keyHorizon))
+			if b := tx.Bucket(bktRetired); b != nil {
+				return b.ForEach(func(k, v []byte) error {
+					rows[string(k)] = bytes.Clone(v)
+					return nil
+				})
+			}
+			return nil
+		})
+	}()
+	db.Close()
+	if err != nil {
+		return fmt.Errorf("projection: carry retirement: %w", err)
+	}
+	if horizon <= 1 && len(rows) == 0 {
+		return nil
+	}
+	err = s.retireTx(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bktRetired)
+		if err != nil {
+			return err
+		}
+		for k, v := range rows {
+			parts := keyParts([]byte(k))
+			if len(parts) != 2 {
+				return fmt.Errorf("a retired row of key %q", k)
+			}
+			rec, err := loadTurn(tx.Bucket(bktTurns), parts[0], parts[1])
+			if err == nil {
+				if _, err := s.retireTurn(tx, parts[0], rec, time.Time{}); err != nil {
+					return err
+				}
+			} else if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			if err := b.Put([]byte(k), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("projection: carry retirement: %w", err)
+	}
+	_, err = s.Retire(Retirement{Horizon: horizon})
+	return err
+}
+
+// keyParts decodes a key of string parts.
+func keyParts(k []byte) []string {
+	var parts []string
+	var cur []byte
+	for i := 0; i < len(k); i++ {
+		if k[i] == 0 && i+1 < len(k) {
+			if k[i+1] == 0 {
+				parts = append(parts, string(cur))
+				cur = nil
+			} else {
+				cur = append(cur, 0)
+			}
+			i++
+			continue
+		}
+		cur = append(cur, k[i])
+	}
+	return parts
 }
