@@ -39,6 +39,9 @@ type RetentionConfig struct {
 	// SegmentEvents is the most events a segment holds
 	// (DefaultArchiveSegmentEvents when 0).
 	SegmentEvents int
+	// Wrap, when set, wraps the ledger and the projections as retention
+	// uses them. Tests only: they interrupt a run between its steps.
+	Wrap func(engine.RetentionLedger, engine.RetentionProjections) (engine.RetentionLedger, engine.RetentionProjections)
 }
 
 func (c RetentionConfig) validate() error {
@@ -107,7 +110,11 @@ func (s *Service) startRetention(ctx context.Context) {
 	if s.archived != nil {
 		l = retentionLedger{s.archived, rc.SegmentEvents}
 	}
-	s.retention = engine.NewRetention(s.engine, l, retentionProjections{s.store}, engine.RetentionConfig{Retain: rc.RetainFinished, Interval: rc.Interval}, s.cfg.Logger)
+	var p engine.RetentionProjections = retentionProjections{s.store}
+	if rc.Wrap != nil {
+		l, p = rc.Wrap(l, p)
+	}
+	s.retention = engine.NewRetention(s.engine, l, p, engine.RetentionConfig{Retain: rc.RetainFinished, Interval: rc.Interval}, s.cfg.Logger)
 	horizon, _ := s.store.Horizon()
 	first, _ := l.FirstSeq(ctx)
 	var archived uint64

@@ -2,19 +2,25 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/internal/testclock"
+	"github.com/turnledger/turnledger/ledger"
 	"github.com/turnledger/turnledger/projection"
 	"github.com/turnledger/turnledger/serve"
 )
@@ -212,4 +218,192 @@ func dumpFile(t *testing.T, path string) map[string]map[string]string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// errCrash stands for a process that died between two steps of a run.
+var errCrash = errors.New("crash")
+
+type crashingLedger struct {
+	engine.RetentionLedger
+	crash *atomic.Bool
+}
+
+func (c crashingLedger) PurgeBelow(ctx context.Context, horizon uint64) error {
+	if c.crash.Load() {
+		return errCrash
+	}
+	return c.RetentionLedger.PurgeBelow(ctx, horizon)
+}
+
+type crashingProjections struct {
+	engine.RetentionProjections
+	crash *atomic.Bool
+}
+
+func (c crashingProjections) Retire(ctx context.Context, horizon uint64, before, now time.Time) (engine.Retired, error) {
+	if c.crash.Load() {
+		return engine.Retired{}, errCrash
+	}
+	return c.RetentionProjections.Retire(ctx, horizon, before, now)
+}
+
+// archivedSeqs reads every ledger_seq of the archive in dir, in order.
+func archivedSeqs(t *testing.T, dir string) ([]uint64, []ledger.Segment) {
+	t.Helper()
+	a, err := ledger.ReadArchive(filepath.Join(dir, "archive"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, err := a.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	if err := a.Lines(0, func(l ledger.ArchiveLine) error { seqs = append(seqs, l.LedgerSeq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return seqs, segs
+}
+
+func seqsFrom(first, last uint64) []uint64 {
+	var out []uint64
+	for s := first; s <= last; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestRetentionCrashLosesAndRepeatsNothing interrupts a retention run
+// between the archive and the purge, and between the purge and the
+// projections: nothing is lost meanwhile (the feeds and the Turn still read
+// whole), the next run finishes the work without archiving any event twice,
+// and a restart and a replay find everything in its place.
+func TestRetentionCrashLosesAndRepeatsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		purge, retire   bool // where the first run stops
+		firstAfterCrash func(archived uint64) uint64
+	}{
+		{"between archive and purge", true, false, func(uint64) uint64 { return 1 }},
+		{"between purge and projections", false, true, func(a uint64) uint64 { return a + 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			clock := &testclock.Offset{}
+			var crashPurge, crashRetire atomic.Bool
+			crashPurge.Store(tc.purge)
+			crashRetire.Store(tc.retire)
+			cfg := serve.DefaultConfig()
+			cfg.Addr, cfg.DataDir, cfg.ReapInterval, cfg.Now = "127.0.0.1:0", dir, 0, clock.Now
+			cfg.Retention = serve.RetentionConfig{RetainFinished: time.Hour, Interval: 1000 * time.Hour, SegmentEvents: 3,
+				Wrap: func(l engine.RetentionLedger, p engine.RetentionProjections) (engine.RetentionLedger, engine.RetentionProjections) {
+					return crashingLedger{l, &crashPurge}, crashingProjections{p, &crashRetire}
+				}}
+			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			s, err := serve.Start(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := s.URL()
+			admin := adminClient(t, base, dir)
+			req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
+			w := agentClient(t, admin, "p1", "worker", 2)
+			dispatch := func(key string) string {
+				var tv struct {
+					TurnID string `json:"turn_id"`
+				}
+				json.Unmarshal(req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
+					"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "worker"), "input": map[string]any{"k": key},
+					"turn_kind": "summarize", "dispatch_key": key, "authority": map[string]any{"mode": "root_request", "request_id": key},
+				}, 200), &tv)
+				return tv.TurnID
+			}
+			claimFinish := func(id string) {
+				var c map[string]any
+				json.Unmarshal(w.call("POST", "/v3r1/projects/p1/agents/worker/claims:claim", map[string]any{"agent": agentRef("p1", "worker")}, 200), &c)
+				w.call("POST", "/v3r1/projects/p1/turns/"+id+":finish", map[string]any{"claim": c["claim"], "outcome": "succeeded", "final_payload": nil, "final_record_role": ""}, 200)
+			}
+			feedSeqs := func(after uint64) []uint64 {
+				var page struct {
+					Items []struct {
+						LedgerSeq uint64 `json:"ledger_seq"`
+					} `json:"items"`
+				}
+				json.Unmarshal(req.call("GET", "/v3r1/projects/p1/projection/feed?limit=500&after_ledger_seq="+strconv.FormatUint(after, 10), nil, 200), &page)
+				var out []uint64
+				for _, it := range page.Items {
+					out = append(out, it.LedgerSeq)
+				}
+				return out
+			}
+			old := dispatch("k-old")
+			claimFinish(old)
+			live := dispatch("k-live")
+			clock.Advance(48 * time.Hour)
+			dispatch("k-recent")
+			head, err := s.Ledger().Head(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			if err := s.Retention().Once(t.Context()); !errors.Is(err, errCrash) {
+				t.Fatalf("interrupted run = %v, want the crash", err)
+			}
+			seqs, segs := archivedSeqs(t, dir)
+			archived := uint64(len(seqs))
+			if archived == 0 || !slices.Equal(seqs, seqsFrom(1, archived)) {
+				t.Fatalf("archive after the interrupted run = %v, want 1..n", seqs)
+			}
+			if first, _ := s.Ledger().FirstSeq(t.Context()); first != tc.firstAfterCrash(archived) {
+				t.Errorf("stream's first ledger_seq after the interrupted run = %d, want %d", first, tc.firstAfterCrash(archived))
+			}
+			// Nothing is lost meanwhile: the projections still hold it all.
+			if got := feedSeqs(0); !slices.Equal(got, seqsFrom(1, head)) {
+				t.Errorf("feed after the interrupted run = %v, want 1..%d", got, head)
+			}
+			req.call("GET", "/v3r1/projects/p1/turns/"+old, nil, 200)
+
+			crashPurge.Store(false)
+			crashRetire.Store(false)
+			if err := s.Retention().Once(t.Context()); err != nil {
+				t.Fatalf("the next run = %v", err)
+			}
+			seqs2, segs2 := archivedSeqs(t, dir)
+			if !slices.Equal(seqs2, seqsFrom(1, uint64(len(seqs2)))) || len(seqs2) < len(seqs) {
+				t.Errorf("archive after the next run = %v, want 1..n, each once", seqs2)
+			}
+			if diff := cmp.Diff(segs, segs2[:len(segs)]); diff != "" {
+				t.Errorf("the next run rewrote segments (-before +after):\n%s", diff)
+			}
+			horizon := s.Retention().Status().HorizonLedgerSeq
+			if first, _ := s.Ledger().FirstSeq(t.Context()); horizon != uint64(len(seqs2))+1 || first != horizon {
+				t.Errorf("horizon %d, stream's first %d; want both the archive's last + 1 = %d", horizon, first, len(seqs2)+1)
+			}
+			req.call("GET", "/v3r1/projects/p1/turns/"+old, nil, 404)
+			req.call("GET", "/v3r1/projects/p1/projection/feed", nil, 410)
+
+			// A restart: the old live Turn is claimed and finished; a replay
+			// rebuilds what the service had.
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := serve.Start(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.base, w.base = s2.URL(), s2.URL()
+			claimFinish(live)
+			if got := feedSeqs(horizon - 1); len(got) == 0 || got[0] != horizon {
+				t.Errorf("feed from the horizon after the restart = %v", got)
+			}
+			live1 := dumpAfterClose(t, s2, dir)
+			var out bytes.Buffer
+			if code := Main(t.Context(), []string{"replay", "--data", dir}, &out, &out); code != 0 {
+				t.Fatalf("turnledger replay = %d:\n%s", code, out.String())
+			}
+			if diff := cmp.Diff(live1, dumpFile(t, filepath.Join(dir, "projections.db"))); diff != "" {
+				t.Errorf("replayed projections differ from the live ones (-live +replayed):\n%s", diff)
+			}
+		})
+	}
 }
