@@ -148,6 +148,8 @@ func (r *Retention) Once(ctx context.Context) error {
 	began := time.Now()
 	now := r.engine.cfg.Now().UTC()
 	res, err := r.once(ctx, now)
+	first, ferr := r.ledger.FirstSeq(ctx)
+	size, serr := r.ledger.ArchiveBytes()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := &r.status
@@ -160,11 +162,11 @@ func (r *Retention) Once(ctx context.Context) error {
 	if err != nil {
 		st.LastError = err.Error()
 	}
-	if first, ferr := r.ledger.FirstSeq(ctx); ferr == nil {
+	if ferr == nil {
 		st.StreamFirstLedgerSeq = first
 	}
-	if n, aerr := r.ledger.ArchiveBytes(); aerr == nil {
-		st.ArchiveBytes = n
+	if serr == nil {
+		st.ArchiveBytes = size
 	}
 	return err
 }
