@@ -39,6 +39,10 @@ type RetentionConfig struct {
 	// SegmentEvents is the most events a segment holds
 	// (DefaultArchiveSegmentEvents when 0).
 	SegmentEvents int
+	// CompactFreeShare: at start, projections.db is compacted (copied
+	// with every page full) when at least this share of its pages is free,
+	// as after retention retired much of it. 0: never. Default 0.5.
+	CompactFreeShare float64
 	// Wrap, when set, wraps the ledger and the projections as retention
 	// uses them. Tests only: they interrupt a run between its steps.
 	Wrap func(engine.RetentionLedger, engine.RetentionProjections) (engine.RetentionLedger, engine.RetentionProjections)
@@ -52,10 +56,25 @@ func (c RetentionConfig) validate() error {
 	if c.RetainFinished > 0 && c.RetainFinished < time.Minute {
 		errs = append(errs, errors.New("serve: a retention (RetainFinished) shorter than a minute would archive the events of work in progress: give at least 1m"))
 	}
+	if c.CompactFreeShare < 0 || c.CompactFreeShare > 1 {
+		errs = append(errs, errors.New("serve: the free share that compacts the projections at start must be 0 to 1"))
+	}
 	if c.Interval < 0 || c.SegmentEvents < 0 {
 		errs = append(errs, errors.New("serve: the retention interval and segment size must not be negative"))
 	}
 	return errors.Join(errs...)
+}
+
+// compactProjections compacts the projection file at path before it opens,
+// when it is mostly free pages.
+func (s *Service) compactProjections(path string) {
+	res, err := projection.CompactIfFree(path, s.cfg.Retention.CompactFreeShare)
+	switch {
+	case err != nil:
+		s.cfg.Logger.Warn("compact the projections", "path", path, "err", err)
+	case res.Compacted:
+		s.cfg.Logger.Info("compacted the projections", "path", path, "free_share", res.FreeShare, "bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter)
+	}
 }
 
 // archiveDir is where the archive is.

@@ -95,6 +95,7 @@ func DefaultConfig() Config {
 		Ledger:         ledger.DefaultConfig(),
 		Logger:         slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		Lag:            LagBounds{Events: MaxProjectionLag, Stall: MaxProjectionStall},
+		Retention:      RetentionConfig{CompactFreeShare: 0.5},
 	}
 }
 
@@ -197,6 +198,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err := s.openArchive(); err != nil {
 		return nil, err
 	}
+	s.compactProjections(filepath.Join(cfg.DataDir, "projections.db"))
 	if err := s.openProjections(filepath.Join(cfg.DataDir, "projections.db")); err != nil {
 		return nil, err
 	}
