@@ -51,6 +51,10 @@ type GoneError struct {
 	Horizon uint64
 }
 
+// Unwrap is the kernel's Gone error with the same message (410 on every
+// face).
+func (e *GoneError) Unwrap() error { return &kernel.Error{Kind: kernel.Gone, Message: e.Error()} }
+
 func (e *GoneError) Error() string {
 	return fmt.Sprintf("the events before ledger_seq %d are no longer in the feeds (retention): read on from after_ledger_seq=%d, or find the older ones in the archive (turnledger archive cat)", e.Horizon, e.Horizon-1)
 }
