@@ -30,7 +30,7 @@ import (
 // events are in the archive). Its rows, indexes, context and Turn feed go;
 // what stays is one row per Turn in the bucket "retired", keyed (project,
 // turn): its finish time, outcome, the time it was retired and its last view
-// (input dropped), so that a read of it says it was retired and when (a 404
+// (input and final payload dropped), so that a read of it says it was retired and when (a 404
 // with a *RetiredError), and a repeated dispatch with its dispatch_key (the
 // engine keeps the key) is answered with the Turn as it was. The retired
 // rows, the horizon and the list of projects whose feeds were trimmed
@@ -85,7 +85,7 @@ type RetiredTurn struct {
 	RetiredAt  time.Time  `json:"retired_at"`
 	// LedgerSeq is the Turn's last event.
 	LedgerSeq uint64 `json:"ledger_seq"`
-	// View is the Turn's last view, without its input.
+	// View is the Turn's last view, without its input and final payload.
 	View TurnView `json:"view"`
 }
 
@@ -471,8 +471,10 @@ func (s *Store) retireTurn(tx *bolt.Tx, project string, rec turnRecord, now time
 	if err := errors.Join(errs...); err != nil {
 		return n, err
 	}
+	// The last view, without the input and the final payload (the bulk of a
+	// Turn; its events in the archive hold them).
 	view := turnView(project, t)
-	view.Input = json.RawMessage("null")
+	view.Input, view.FinalPayload = json.RawMessage("null"), nil
 	rt := RetiredTurn{FinishedAt: t.FinishedAt, Outcome: t.Outcome, RetiredAt: now.UTC(), LedgerSeq: t.Seq, View: view}
 	if err := putJSON(tx.Bucket(bktRetired), key(project, id), rt); err != nil {
 		return n, err
