@@ -245,3 +245,53 @@ func TestArchivedReadsCrossFromTheArchiveToTheStream(t *testing.T) {
 		t.Errorf("Follow over archive and stream (-want +got):\n%s", diff)
 	}
 }
+
+// A project whose every event lies below the horizon keeps its last one in
+// the stream: the per-project expectation of its next append still holds.
+func TestPurgeKeepsEachSubjectsLastEvent(t *testing.T) {
+	ctx := context.Background()
+	cfg := ledger.DefaultConfig()
+	cfg.Storage = ledger.MemoryStorage
+	cfg.AllowPurge = true
+	s, err := ledger.Open(ctx, natstest.Connect(t, natstest.Start(t)), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p1 uint64
+	for i := 1; i <= 3; i++ {
+		p1 = mustAppend(t, s, "p1", p1, record("p1", "t1", uint64(i)))
+	}
+	p2 := mustAppend(t, s, "p2", 0, record("p2", "t2", 1))
+	p2 = mustAppend(t, s, "p2", p2, record("p2", "t2", 2))
+	for i := 4; i <= 6; i++ {
+		p1 = mustAppend(t, s, "p1", p1, record("p1", "t1", uint64(i)))
+	}
+	a, err := ledger.OpenArchive(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ArchiveTo(ctx, a, 7, 100, nil); err != nil {
+		t.Fatal(err)
+	}
+	l := ledger.WithArchive(s, a)
+	if err := l.PurgeBelow(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	// Left: p2's last (5) and p1's 8.
+	if n, err := s.Messages(ctx); err != nil || n != 2 {
+		t.Errorf("Messages after PurgeBelow(8) = %d, %v; want 2 (the last of each subject)", n, err)
+	}
+	if last := lastSeq(t, s, "p2"); last != p2 {
+		t.Errorf("LastSeq(p2) = %d, want %d (kept)", last, p2)
+	}
+	if _, err := s.Append(ctx, "p2", p2, record("p2", "t2", 3)); err != nil {
+		t.Errorf("Append(p2, expecting %d) after the purge = %v", p2, err)
+	}
+	var got []uint64
+	if _, err := l.ReadProject(ctx, "p2", 0, func(r kernel.Recorded) error { got = append(got, r.Seq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]uint64{4, 5, 9}, got); diff != "" {
+		t.Errorf("ReadProject(p2) over archive and stream (-want +got):\n%s", diff)
+	}
+}

@@ -49,9 +49,15 @@ func (l *Archived) PurgeBelow(ctx context.Context, horizon uint64) error {
 	return l.Store.PurgeBelow(ctx, horizon)
 }
 
-// below reports whether a read after ledger_seq after starts below the
-// stream's first ledger_seq.
+// below reports whether a read after ledger_seq after starts in the
+// archive: below the stream's first ledger_seq, or below the archive's last
+// (the stream may be purged up to it, keeping only the last event of each
+// subject).
 func (l *Archived) below(ctx context.Context, after uint64) (bool, error) {
+	last, err := l.archive.Last()
+	if err != nil || after < last {
+		return err == nil, err
+	}
 	first, err := l.FirstSeq(ctx)
 	return after+1 < first, err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,8 +14,8 @@ import (
 )
 
 // The stream below a horizon: archived first (Store.ArchiveTo), then purged
-// (Store.PurgeBelow). The horizon is the stream's first ledger_seq
-// (Store.FirstSeq): every event below it is in the archive.
+// (Store.PurgeBelow) but for the last event of each subject. The horizon is
+// the archive's last ledger_seq + 1: every event below it is in the archive.
 
 // ErrPurgeDenied is returned (wrapped) by PurgeBelow when the stream was
 // made with deny_purge, which JetStream never lifts.
@@ -105,25 +107,70 @@ func (s *Store) FirstSeq(ctx context.Context) (uint64, error) {
 	return max(info.State.FirstSeq, 1), nil
 }
 
-// PurgeBelow removes from the stream every event below ledger_seq horizon.
-// The caller makes sure they are archived first (ArchiveTo) and that no
+// PurgeBelow removes from the stream the events below ledger_seq horizon,
+// but for the last event of each subject: the per-project expectation of
+// Append ("the project's last ledger_seq is N") is checked by JetStream
+// against the messages the stream holds, so a project whose every event lay
+// below the horizon would otherwise read as empty and refuse every append.
+// Below the horizon the stream thus keeps at most one event per project and
+// aggregate kind (each of them in the archive too). The caller makes sure
+// the events below the horizon are archived first (ArchiveTo) and that no
 // reader needs them (the engine's snapshots and the projections are past
 // them). A stream made with deny_purge is ErrPurgeDenied.
 func (s *Store) PurgeBelow(ctx context.Context, horizon uint64) error {
 	if horizon <= 1 {
 		return nil
 	}
-	err := s.retry(ctx, "purge", func(ctx context.Context, _ bool) error {
-		return s.stream.Purge(ctx, jetstream.WithPurgeSequence(horizon))
+	var info *jetstream.StreamInfo
+	err := s.retry(ctx, "stream subjects", func(ctx context.Context, _ bool) error {
+		var err error
+		info, err = s.stream.Info(ctx, jetstream.WithSubjectFilter(s.cfg.Prefix+".>"))
+		return err
 	})
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && strings.Contains(strings.ToLower(apiErr.Description), "purge") {
-		return fmt.Errorf("%w: stream %s was made with deny_purge, which JetStream cannot lift; events are archived but the stream keeps them (%v)", ErrPurgeDenied, s.cfg.Stream, err)
-	}
 	if err != nil {
 		return fmt.Errorf("ledger: purge below ledger_seq %d: %w", horizon, err)
 	}
+	subjects := slices.Sorted(maps.Keys(info.State.Subjects))
+	for _, subj := range subjects {
+		var m *jetstream.RawStreamMsg
+		err := s.retry(ctx, "last of "+subj, func(ctx context.Context, _ bool) error {
+			var err error
+			m, err = s.stream.GetLastMsgForSubject(ctx, subj)
+			return err
+		})
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("ledger: purge below ledger_seq %d: %w", horizon, err)
+		}
+		opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(horizon)}
+		if m.Sequence < horizon {
+			if info.State.Subjects[subj] <= 1 {
+				continue // its one event is its last
+			}
+			opts = []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(subj), jetstream.WithPurgeKeep(1)}
+		}
+		err = s.retry(ctx, "purge "+subj, func(ctx context.Context, _ bool) error {
+			return s.stream.Purge(ctx, opts...)
+		})
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && strings.Contains(strings.ToLower(apiErr.Description), "purge") {
+			return fmt.Errorf("%w: stream %s was made with deny_purge, which JetStream cannot lift; events are archived but the stream keeps them (%v)", ErrPurgeDenied, s.cfg.Stream, err)
+		}
+		if err != nil {
+			return fmt.Errorf("ledger: purge %s below ledger_seq %d: %w", subj, horizon, err)
+		}
+	}
 	return nil
+}
+
+// Messages is how many events the stream holds.
+func (s *Store) Messages(ctx context.Context) (uint64, error) {
+	info, err := s.info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Msgs, nil
 }
 
 // Prefix is the stream's subject prefix.

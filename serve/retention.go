@@ -3,8 +3,10 @@ package serve
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -127,7 +129,7 @@ func (s *Service) startRetention(ctx context.Context) {
 	}
 	var l engine.RetentionLedger = noArchive{}
 	if s.archived != nil {
-		l = retentionLedger{s.archived, rc.SegmentEvents}
+		l = &retentionLedger{l: s.archived, segmentEvents: rc.SegmentEvents, logger: s.cfg.Logger}
 	}
 	var p engine.RetentionProjections = retentionProjections{s.store}
 	if rc.Wrap != nil {
@@ -158,25 +160,28 @@ func (s *Service) Retention() *engine.Retention { return s.retention }
 type retentionLedger struct {
 	l             *ledger.Archived
 	segmentEvents int
+	logger        *slog.Logger
+	denied        sync.Once
 }
 
-func (r retentionLedger) Archive(ctx context.Context, until uint64, keep func(kernel.Recorded) bool) (uint64, error) {
+func (r *retentionLedger) Archive(ctx context.Context, until uint64, keep func(kernel.Recorded) bool) (uint64, error) {
 	return r.l.ArchiveTo(ctx, r.l.Archive(), until, r.segmentEvents, keep)
 }
 
 // PurgeBelow purges the stream, unless it was made append-only (before
 // retention was turned on): then the events stay in the stream too, and
 // /readyz shows its first ledger_seq below the horizon.
-func (r retentionLedger) PurgeBelow(ctx context.Context, horizon uint64) error {
+func (r *retentionLedger) PurgeBelow(ctx context.Context, horizon uint64) error {
 	err := r.l.PurgeBelow(ctx, horizon)
 	if errors.Is(err, ledger.ErrPurgeDenied) {
+		r.denied.Do(func() { r.logger.Warn("retention archives, but cannot purge the stream", "err", err) })
 		return nil
 	}
 	return err
 }
 
-func (r retentionLedger) FirstSeq(ctx context.Context) (uint64, error) { return r.l.FirstSeq(ctx) }
-func (r retentionLedger) ArchiveBytes() (int64, error)                 { return r.l.Archive().Size() }
+func (r *retentionLedger) FirstSeq(ctx context.Context) (uint64, error) { return r.l.FirstSeq(ctx) }
+func (r *retentionLedger) ArchiveBytes() (int64, error)                 { return r.l.Archive().Size() }
 
 // noArchive is the ledger of a disabled retention.
 type noArchive struct{}
