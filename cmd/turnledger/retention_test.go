@@ -91,8 +91,21 @@ func TestRetentionRetiresArchivesAndPurges(t *testing.T) {
 	old := dispatch("k-old")
 	finish(old, claim(old))
 	live := dispatch("k-live") // dispatched long ago, still queued
-
-	clock.Advance(48 * time.Hour)
+	// Finished two hours before the run: older than the retention (1h), but
+	// its idempotency memory (24h) has not lapsed.
+	clock.Advance(46 * time.Hour)
+	w2 := agentClient(t, admin, "p1", "w2", 1)
+	var midTV struct {
+		TurnID string `json:"turn_id"`
+	}
+	json.Unmarshal(req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
+		"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "w2"), "input": map[string]any{"k": "mid"},
+		"turn_kind": "summarize", "dispatch_key": "k-mid", "authority": map[string]any{"mode": "root_request", "request_id": "k-mid"},
+	}, 200), &midTV)
+	var mc map[string]any
+	json.Unmarshal(w2.call("POST", "/v3r1/projects/p1/agents/w2/claims:claim", map[string]any{"agent": agentRef("p1", "w2")}, 200), &mc)
+	w2.call("POST", "/v3r1/projects/p1/turns/"+midTV.TurnID+":finish", map[string]any{"claim": mc["claim"], "outcome": "succeeded", "final_payload": nil, "final_record_role": ""}, 200)
+	clock.Advance(2 * time.Hour)
 	recent := dispatch("k-recent")
 	// The worker's claim takes the oldest queued Turn first.
 	cLive := claim(live)
@@ -116,6 +129,7 @@ func TestRetentionRetiresArchivesAndPurges(t *testing.T) {
 	if e.Error != "NotFoundError" || !strings.Contains(e.Message, "retired") {
 		t.Errorf("GET the retired Turn = %+v, want a NotFoundError saying it was retired", e)
 	}
+	req.call("GET", "/v3r1/projects/p1/turns/"+midTV.TurnID, nil, 200) // within the idempotency memory: kept
 	if again := dispatch("k-old"); again != old {
 		t.Errorf("dispatch k-old again = %s, want the retired Turn %s", again, old)
 	}
