@@ -21,9 +21,11 @@ import (
 //     checkpoint (never what they have not folded), until the first event at
 //     or after now - Retain. A crash leaves whole segments only; the next run
 //     goes on after the last one.
-//  2. snapshots: every project is loaded and its snapshot saved, so that a
-//     load need not read the archive (it could: the ledger's reads start in
-//     the archive below the horizon).
+//  2. snapshots: every project is loaded, and its snapshot saved when the
+//     last one lies below the horizon, so that a load need not read the
+//     archive (it could: the ledger's reads start in the archive below the
+//     horizon). With a window of a day, a busy project's snapshot is saved
+//     about once a day, not at every run.
 //  3. purge: the stream below horizon = the archive's last + 1. A crash
 //     between 1 and 3 purges next time what was archived; nothing is
 //     archived twice (segments only ever extend the archive).
@@ -189,7 +191,7 @@ func (r *Retention) once(ctx context.Context, now time.Time) (Retired, error) {
 	} else if err := r.engine.Preload(ctx, projects); err != nil {
 		return Retired{}, err
 	}
-	if err := r.engine.SaveSnapshots(); err != nil {
+	if err := r.engine.saveSnapshotsBelow(horizon); err != nil {
 		return Retired{}, err
 	}
 	if err := r.ledger.PurgeBelow(ctx, horizon); err != nil {
