@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -115,6 +117,24 @@ func (b *bench) retention(ctx context.Context) (*Result, error) {
 	adm, err := t.adminClient(shared)
 	if err != nil {
 		return nil, err
+	}
+	// The write model of a large project loads in the background: until it
+	// has, its commands are answered 503.
+	for deadline := time.Now().Add(10 * time.Minute); ; {
+		var r struct {
+			Loading int `json:"write_models_loading"`
+		}
+		if raw, err := adm.Readyz(ctx); err == nil && json.Unmarshal(raw, &r) == nil && r.Loading == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("the write models did not load within 10 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	f, err := b.setUp(ctx, t, adm)
 	if err != nil {

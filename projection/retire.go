@@ -80,13 +80,96 @@ func (e *RetiredError) Unwrap() error {
 
 // RetiredTurn is what stays of a retired Turn.
 type RetiredTurn struct {
-	FinishedAt *time.Time `json:"finished_at"`
-	Outcome    string     `json:"outcome"`
-	RetiredAt  time.Time  `json:"retired_at"`
+	FinishedAt *time.Time
+	Outcome    string
+	RetiredAt  time.Time
 	// LedgerSeq is the Turn's last event.
-	LedgerSeq uint64 `json:"ledger_seq"`
+	LedgerSeq uint64
 	// View is the Turn's last view, without its input and final payload.
-	View TurnView `json:"view"`
+	View TurnView
+}
+
+// retiredRow is a retired Turn's row: what its last view needs but its
+// input and final payload (the bulk of a Turn, in the archive), with short
+// names and times in Unix nanoseconds, so that the index stays small (a few
+// hundred bytes a Turn).
+type retiredRow struct {
+	Finished int64  `json:"f"`
+	Outcome  string `json:"o"`
+	Retired  int64  `json:"r"`
+	Seq      uint64 `json:"q"`
+	Created  int64  `json:"c"`
+	Updated  int64  `json:"u"`
+	Kind     string `json:"k"`
+	Target   string `json:"t"`
+	By       string `json:"b"`
+	Key      string `json:"d,omitempty"`
+	kernel.Authority
+	Root      string   `json:"rt,omitempty"` // when not the Turn itself
+	Depth     int      `json:"dp,omitempty"`
+	Attempts  int      `json:"at,omitempty"`
+	TurnSeq   uint64   `json:"ts,omitempty"`
+	Role      *string  `json:"fr,omitempty"`
+	Tags      []string `json:"tg,omitempty"`
+	RetryOf   string   `json:"ro,omitempty"`
+	Stop      bool     `json:"sr,omitempty"`
+	StopAt    int64    `json:"sa,omitempty"`
+	NotBefore int64    `json:"nb,omitempty"`
+	kernel.Schedule
+}
+
+func unixNano(t *time.Time) int64 {
+	if t == nil || t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func retiredRowOf(t *kernel.Turn, now time.Time) retiredRow {
+	d := &t.Dispatch
+	r := retiredRow{Finished: unixNano(t.FinishedAt), Outcome: t.Outcome, Retired: now.UnixNano(), Seq: t.Seq,
+		Created: unixNano(&t.CreatedAt), Updated: unixNano(&t.UpdatedAt), Kind: d.TurnKind, Target: d.TargetAgent.AgentID,
+		By: d.RequestedBy.AgentID, Key: d.DispatchKey, Authority: d.Authority, Depth: d.Depth, Attempts: t.Attempts,
+		TurnSeq: t.TurnSeq, Role: t.FinalRecordRole, Tags: d.Tags, RetryOf: d.RetryOf, Stop: t.StopRequested,
+		StopAt: unixNano(t.StopRequestedAt), NotBefore: unixNano(t.NotBefore), Schedule: d.Schedule}
+	r.Authority.ParentClaim = ""
+	if d.RootTurnID != t.ID {
+		r.Root = d.RootTurnID
+	}
+	return r
+}
+
+// retired rebuilds what stays of the Turn id of project from its row.
+func (r retiredRow) retired(project, id string) RetiredTurn {
+	t := kernel.Turn{ID: id, State: kernel.StateFinished, Outcome: r.Outcome, StopRequested: r.Stop, Attempts: r.Attempts,
+		TurnSeq: r.TurnSeq, FinalRecordRole: r.Role, CreatedAt: fromNano(r.Created), UpdatedAt: fromNano(r.Updated), Seq: r.Seq,
+		Dispatch: kernel.TurnDispatched{TargetAgent: kernel.AgentRef{ProjectID: project, AgentID: r.Target},
+			RequestedBy: kernel.AgentRef{ProjectID: project, AgentID: r.By}, Input: json.RawMessage("null"), TurnKind: r.Kind,
+			DispatchKey: r.Key, Authority: r.Authority, RootTurnID: r.Root, Depth: r.Depth, Schedule: r.Schedule,
+			RetryOf: r.RetryOf, Tags: r.Tags}}
+	if t.Dispatch.RootTurnID == "" {
+		t.Dispatch.RootTurnID = id
+	}
+	if r.StopAt != 0 {
+		t.StopRequestedAt = ptr(fromNano(r.StopAt))
+	}
+	if r.NotBefore != 0 {
+		t.NotBefore = ptr(fromNano(r.NotBefore))
+	}
+	rt := RetiredTurn{Outcome: r.Outcome, RetiredAt: fromNano(r.Retired), LedgerSeq: r.Seq}
+	if r.Finished != 0 {
+		f := fromNano(r.Finished)
+		t.FinishedAt, rt.FinishedAt = &f, &f
+	}
+	rt.View = turnView(project, &t)
+	return rt
 }
 
 // Retirement says what Retire removes.
@@ -143,31 +226,15 @@ func retiredOr(tx *bolt.Tx, project, turnID string, err error) error {
 }
 
 func loadRetired(tx *bolt.Tx, project, turnID string) (RetiredTurn, bool) {
-	var rt RetiredTurn
 	b := tx.Bucket(bktRetired)
 	if b == nil {
-		return rt, false
+		return RetiredTurn{}, false
 	}
-	ok, err := getJSON(b, key(project, turnID), &rt)
-	return rt, ok && err == nil
-}
-
-// retiredView is the last view of a retired Turn, for the answer of a
-// command that names it (a repeated dispatch_key); err otherwise.
-func (s *Store) retiredView(project, turnID string, err error) (TurnView, error) {
-	if !errors.Is(err, ErrNotFound) {
-		return TurnView{}, err
+	var r retiredRow
+	if ok, err := getJSON(b, key(project, turnID), &r); !ok || err != nil {
+		return RetiredTurn{}, false
 	}
-	var v TurnView
-	verr := s.view(func(tx *bolt.Tx) error {
-		rt, ok := loadRetired(tx, project, turnID)
-		if !ok {
-			return err
-		}
-		v = rt.View
-		return nil
-	})
-	return v, verr
+	return r.retired(project, turnID), true
 }
 
 // turnOrRetired is Turn, answering a retired Turn's last view.
@@ -471,16 +538,15 @@ func (s *Store) retireTurn(tx *bolt.Tx, project string, rec turnRecord, now time
 	if err := errors.Join(errs...); err != nil {
 		return n, err
 	}
-	// The last view, without the input and the final payload (the bulk of a
-	// Turn; its events in the archive hold them).
-	view := turnView(project, t)
-	view.Input, view.FinalPayload = json.RawMessage("null"), nil
-	rt := RetiredTurn{FinishedAt: t.FinishedAt, Outcome: t.Outcome, RetiredAt: now.UTC(), LedgerSeq: t.Seq, View: view}
-	if err := putJSON(tx.Bucket(bktRetired), key(project, id), rt); err != nil {
+	if err := putJSON(tx.Bucket(bktRetired), key(project, id), retiredRowOf(t, now)); err != nil {
 		return n, err
 	}
 	k := key(project, id)
 	s.recent.take(string(k)) // the fold must not write it back from its cache
+	s.mu.Lock()
+	delete(s.overlay, string(k)) // nor an answer show it as it was (overlay.go)
+	delete(s.before, string(k))
+	s.mu.Unlock()
 	return n + 1, tx.Bucket(bktTurns).Delete(k)
 }
 
