@@ -143,16 +143,27 @@ func (s *Store) PurgeBelow(ctx context.Context, horizon uint64) error {
 		} else if err != nil {
 			return fmt.Errorf("ledger: purge below ledger_seq %d: %w", horizon, err)
 		}
-		opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(horizon)}
+		var steps [][]jetstream.StreamPurgeOpt
 		if m.Sequence < horizon {
 			if info.State.Subjects[subj] <= 1 {
 				continue // its one event is its last
 			}
-			opts = []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(subj), jetstream.WithPurgeKeep(1)}
+			steps = append(steps, []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(subj), jetstream.WithPurgeKeep(1)})
+		} else {
+			// In steps: the stream takes no append while it purges, so
+			// a step bounds what a command waits.
+			for seq := info.State.FirstSeq + purgeStep; seq < horizon; seq += purgeStep {
+				steps = append(steps, []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(seq)})
+			}
+			steps = append(steps, []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(horizon)})
 		}
-		err = s.retry(ctx, "purge "+subj, func(ctx context.Context, _ bool) error {
-			return s.stream.Purge(ctx, opts...)
-		})
+		for _, opts := range steps {
+			if err = s.retry(ctx, "purge "+subj, func(ctx context.Context, _ bool) error {
+				return s.stream.Purge(ctx, opts...)
+			}); err != nil {
+				break
+			}
+		}
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && strings.Contains(strings.ToLower(apiErr.Description), "purge") {
 			return fmt.Errorf("%w: stream %s was made with deny_purge, which JetStream cannot lift; events are archived but the stream keeps them (%v)", ErrPurgeDenied, s.cfg.Stream, err)
@@ -163,6 +174,9 @@ func (s *Store) PurgeBelow(ctx context.Context, horizon uint64) error {
 	}
 	return nil
 }
+
+// purgeStep is the most ledger_seqs one purge request covers.
+const purgeStep = 20_000
 
 // Messages is how many events the stream holds.
 func (s *Store) Messages(ctx context.Context) (uint64, error) {

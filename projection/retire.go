@@ -182,7 +182,7 @@ type Retirement struct {
 	FinishedBefore time.Time
 	// Now is recorded as the retirement time.
 	Now time.Time
-	// ChunkKeys bounds the keys one transaction deletes (default 10,000).
+	// ChunkKeys bounds the keys one transaction deletes (default 2,000).
 	ChunkKeys int
 }
 
@@ -252,7 +252,7 @@ func (s *Store) turnOrRetired(project, turnID string) (TurnView, error) {
 // r.ChunkKeys deleted keys each, between the projector's commits.
 func (s *Store) Retire(r Retirement) (RetireResult, error) {
 	if r.ChunkKeys <= 0 {
-		r.ChunkKeys = 10_000
+		r.ChunkKeys = 2_000 // a few milliseconds of the projector's time
 	}
 	var res RetireResult
 	// 1. The horizon, first: from here on no read sees below it.
