@@ -176,7 +176,7 @@ func (s *Store) PurgeBelow(ctx context.Context, horizon uint64) error {
 }
 
 // purgeStep is the most ledger_seqs one purge request covers.
-const purgeStep = 20_000
+var purgeStep uint64 = 20_000 // a test lowers it
 
 // Messages is how many events the stream holds.
 func (s *Store) Messages(ctx context.Context) (uint64, error) {
