@@ -32,15 +32,22 @@ func appendRecords(t *testing.T, s *ledger.Store, n int) []kernel.Recorded {
 	return all
 }
 
-func TestArchiveThenPurgeKeepsEveryEventOnce(t *testing.T) {
-	ctx := context.Background()
+// openMemory opens a Store on a stream in memory of a new server, made to
+// allow purges or not.
+func openMemory(t *testing.T, allowPurge bool) *ledger.Store {
+	t.Helper()
 	cfg := ledger.DefaultConfig()
-	cfg.Storage = ledger.MemoryStorage
-	cfg.AllowPurge = true
-	s, err := ledger.Open(ctx, natstest.Connect(t, natstest.Start(t)), cfg)
+	cfg.Storage, cfg.AllowPurge = ledger.MemoryStorage, allowPurge
+	s, err := ledger.Open(context.Background(), natstest.Connect(t, natstest.Start(t)), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+func TestArchiveThenPurgeKeepsEveryEventOnce(t *testing.T) {
+	ctx := context.Background()
+	s := openMemory(t, true)
 	all := appendRecords(t, s, 25)
 	dir := filepath.Join(t.TempDir(), "archive")
 	a, err := ledger.OpenArchive(dir)
@@ -98,13 +105,7 @@ func TestArchiveThenPurgeKeepsEveryEventOnce(t *testing.T) {
 
 func TestArchiveRefusesAGapBeforeTheStream(t *testing.T) {
 	ctx := context.Background()
-	cfg := ledger.DefaultConfig()
-	cfg.Storage = ledger.MemoryStorage
-	cfg.AllowPurge = true
-	s, err := ledger.Open(ctx, natstest.Connect(t, natstest.Start(t)), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openMemory(t, true)
 	appendRecords(t, s, 5)
 	if err := s.PurgeBelow(ctx, 4); err != nil {
 		t.Fatal(err)
@@ -120,12 +121,7 @@ func TestArchiveRefusesAGapBeforeTheStream(t *testing.T) {
 
 func TestPurgeDeniedOnAnAppendOnlyStream(t *testing.T) {
 	ctx := context.Background()
-	cfg := ledger.DefaultConfig()
-	cfg.Storage = ledger.MemoryStorage
-	s, err := ledger.Open(ctx, natstest.Connect(t, natstest.Start(t)), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openMemory(t, false)
 	appendRecords(t, s, 3)
 	if err := s.PurgeBelow(ctx, 3); !errors.Is(err, ledger.ErrPurgeDenied) {
 		t.Errorf("PurgeBelow on a deny_purge stream = %v, want ErrPurgeDenied", err)
@@ -181,13 +177,7 @@ func TestArchiveVerifyFindsDamageAndOpenCleansACrash(t *testing.T) {
 
 func TestArchivedReadsCrossFromTheArchiveToTheStream(t *testing.T) {
 	ctx := context.Background()
-	cfg := ledger.DefaultConfig()
-	cfg.Storage = ledger.MemoryStorage
-	cfg.AllowPurge = true
-	s, err := ledger.Open(ctx, natstest.Connect(t, natstest.Start(t)), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openMemory(t, true)
 	var last uint64
 	for i := 1; i <= 6; i++ {
 		last = mustAppend(t, s, "p1", last, record("p1", "t1", uint64(i)))
@@ -250,13 +240,7 @@ func TestArchivedReadsCrossFromTheArchiveToTheStream(t *testing.T) {
 // the stream: the per-project expectation of its next append still holds.
 func TestPurgeKeepsEachSubjectsLastEvent(t *testing.T) {
 	ctx := context.Background()
-	cfg := ledger.DefaultConfig()
-	cfg.Storage = ledger.MemoryStorage
-	cfg.AllowPurge = true
-	s, err := ledger.Open(ctx, natstest.Connect(t, natstest.Start(t)), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openMemory(t, true)
 	var p1 uint64
 	for i := 1; i <= 3; i++ {
 		p1 = mustAppend(t, s, "p1", p1, record("p1", "t1", uint64(i)))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,15 +25,9 @@ func TestConsoleFeedBelowTheHorizon(t *testing.T) {
 	admin := adminClient(t, base, dir)
 	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch")
 	agentClient(t, admin, "p1", "worker", 1)
-	var tv struct {
-		TurnID string `json:"turn_id"`
-	}
-	json.Unmarshal(req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
-		"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "worker"), "input": map[string]any{"k": 1},
-		"turn_kind": "summarize", "dispatch_key": "k1", "authority": map[string]any{"mode": "root_request", "request_id": "k1"},
-	}, 200), &tv)
+	turn := dispatchIn(req, "worker", "k1")
 	clock.Advance(48 * time.Hour)
-	admin.call("POST", "/v3r1/projects/p1/management/turns/"+tv.TurnID+":stop", map[string]any{
+	admin.call("POST", "/v3r1/projects/p1/management/turns/"+turn+":stop", map[string]any{
 		"requested_by": agentRef("p1", "req"), "meta": nil, "trace": nil}, 200)
 	if err := s.Retention().Once(t.Context()); err != nil {
 		t.Fatal(err)
@@ -45,7 +38,7 @@ func TestConsoleFeedBelowTheHorizon(t *testing.T) {
 	ctx := consoleBrowser(t, &reqs)
 	consoleSignInAdmin(t, ctx, base, strings.TrimPrefix(admin.headers["Authorization"], "Bearer "), "p1")
 	consoleDo(t, ctx, "open the Turn",
-		chromedp.Navigate(base+"/console/#/p/p1/turns/"+tv.TurnID),
+		chromedp.Navigate(base+"/console/#/p/p1/turns/"+turn),
 		consoleSettled(),
 		chromedp.WaitVisible(css(`#turn-feed-gone`)),
 		chromedp.WaitVisible(css(`#turn-feed li[data-type="turn.stopped"]`)),

@@ -66,20 +66,9 @@ func TestRetentionRetiresArchivesAndPurges(t *testing.T) {
 	admin := adminClient(t, base, dir)
 	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
 	w := agentClient(t, admin, "p1", "worker", 2)
-	dispatch := func(key string) string {
-		var tv struct {
-			TurnID string `json:"turn_id"`
-		}
-		json.Unmarshal(req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
-			"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "worker"), "input": map[string]any{"k": key},
-			"turn_kind": "summarize", "dispatch_key": key, "authority": map[string]any{"mode": "root_request", "request_id": key},
-		}, 200), &tv)
-		return tv.TurnID
-	}
+	dispatch := func(key string) string { return dispatchIn(req, "worker", key) }
 	claim := func(want string) map[string]any {
-		var c map[string]any
-		json.Unmarshal(w.call("POST", "/v3r1/projects/p1/agents/worker/claims:claim", map[string]any{"agent": agentRef("p1", "worker")}, 200), &c)
-		cl := c["claim"].(map[string]any)
+		cl := claimIn(w, "worker")
 		if cl["turn_id"] != want {
 			t.Fatalf("claimed %v, want %s", cl["turn_id"], want)
 		}
@@ -95,16 +84,8 @@ func TestRetentionRetiresArchivesAndPurges(t *testing.T) {
 	// its idempotency memory (24h) has not lapsed.
 	clock.Advance(46 * time.Hour)
 	w2 := agentClient(t, admin, "p1", "w2", 1)
-	var midTV struct {
-		TurnID string `json:"turn_id"`
-	}
-	json.Unmarshal(req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
-		"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "w2"), "input": map[string]any{"k": "mid"},
-		"turn_kind": "summarize", "dispatch_key": "k-mid", "authority": map[string]any{"mode": "root_request", "request_id": "k-mid"},
-	}, 200), &midTV)
-	var mc map[string]any
-	json.Unmarshal(w2.call("POST", "/v3r1/projects/p1/agents/w2/claims:claim", map[string]any{"agent": agentRef("p1", "w2")}, 200), &mc)
-	w2.call("POST", "/v3r1/projects/p1/turns/"+midTV.TurnID+":finish", map[string]any{"claim": mc["claim"], "outcome": "succeeded", "final_payload": nil, "final_record_role": ""}, 200)
+	mid := dispatchIn(req, "w2", "k-mid")
+	w2.call("POST", "/v3r1/projects/p1/turns/"+mid+":finish", map[string]any{"claim": claimIn(w2, "w2"), "outcome": "succeeded", "final_payload": nil, "final_record_role": ""}, 200)
 	clock.Advance(2 * time.Hour)
 	recent := dispatch("k-recent")
 	// The worker's claim takes the oldest queued Turn first.
@@ -129,7 +110,7 @@ func TestRetentionRetiresArchivesAndPurges(t *testing.T) {
 	if e.Error != "NotFoundError" || !strings.Contains(e.Message, "retired") {
 		t.Errorf("GET the retired Turn = %+v, want a NotFoundError saying it was retired", e)
 	}
-	req.call("GET", "/v3r1/projects/p1/turns/"+midTV.TurnID, nil, 200) // within the idempotency memory: kept
+	req.call("GET", "/v3r1/projects/p1/turns/"+mid, nil, 200) // within the idempotency memory: kept
 	if again := dispatch("k-old"); again != old {
 		t.Errorf("dispatch k-old again = %s, want the retired Turn %s", again, old)
 	}
@@ -234,6 +215,29 @@ func TestRetentionRetiresArchivesAndPurges(t *testing.T) {
 	if diff := cmp.Diff(live1, rebuilt); diff != "" {
 		t.Errorf("replayed projections differ from the live ones (-live +replayed):\n%s", diff)
 	}
+}
+
+// dispatchIn dispatches, as the agent "req" of project p1 with the client
+// req, a root Turn of dispatch_key key to target, and returns its id.
+func dispatchIn(req client, target, key string) string {
+	var tv struct {
+		TurnID string `json:"turn_id"`
+	}
+	json.Unmarshal(req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
+		"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", target), "input": map[string]any{"k": key},
+		"turn_kind": "summarize", "dispatch_key": key, "authority": map[string]any{"mode": "root_request", "request_id": key},
+	}, 200), &tv)
+	return tv.TurnID
+}
+
+// claimIn claims, as agent of p1 with the client c, its next Turn and
+// returns the claim.
+func claimIn(c client, agent string) map[string]any {
+	var won struct {
+		Claim map[string]any `json:"claim"`
+	}
+	json.Unmarshal(c.call("POST", "/v3r1/projects/p1/agents/"+agent+"/claims:claim", map[string]any{"agent": agentRef("p1", agent)}, 200), &won)
+	return won.Claim
 }
 
 // keptBelow is how many events the stream of s holds below horizon: after a
@@ -361,20 +365,9 @@ func TestRetentionCrashLosesAndRepeatsNothing(t *testing.T) {
 			admin := adminClient(t, base, dir)
 			req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
 			w := agentClient(t, admin, "p1", "worker", 2)
-			dispatch := func(key string) string {
-				var tv struct {
-					TurnID string `json:"turn_id"`
-				}
-				json.Unmarshal(req.call("POST", "/v3r1/projects/p1/turns:dispatch", map[string]any{
-					"requested_by": agentRef("p1", "req"), "target_agent": agentRef("p1", "worker"), "input": map[string]any{"k": key},
-					"turn_kind": "summarize", "dispatch_key": key, "authority": map[string]any{"mode": "root_request", "request_id": key},
-				}, 200), &tv)
-				return tv.TurnID
-			}
+			dispatch := func(key string) string { return dispatchIn(req, "worker", key) }
 			claimFinish := func(id string) {
-				var c map[string]any
-				json.Unmarshal(w.call("POST", "/v3r1/projects/p1/agents/worker/claims:claim", map[string]any{"agent": agentRef("p1", "worker")}, 200), &c)
-				w.call("POST", "/v3r1/projects/p1/turns/"+id+":finish", map[string]any{"claim": c["claim"], "outcome": "succeeded", "final_payload": nil, "final_record_role": ""}, 200)
+				w.call("POST", "/v3r1/projects/p1/turns/"+id+":finish", map[string]any{"claim": claimIn(w, "worker"), "outcome": "succeeded", "final_payload": nil, "final_record_role": ""}, 200)
 			}
 			feedSeqs := func(after uint64) []uint64 {
 				var page struct {
