@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync/atomic"
@@ -58,15 +57,11 @@ func (r *RetentionResult) print(w io.Writer, events int) {
 // run and during it, runs retention once, and measures the files before,
 // after, and after a compaction.
 func (b *bench) retention(ctx context.Context) (*Result, error) {
-	dir := b.cfg.Data
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "turnledger-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
+	dir, cleanup, err := b.dataDir()
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	const retain = 24 * time.Hour
 	res := &Result{Scenario: "retention", Events: b.cfg.Events}
 	// The ledger is made with retention on (a stream without deny_purge),
