@@ -80,11 +80,13 @@ func (s *Server) streamFeed(w http.ResponseWriter, c *call, after uint64, limit 
 	defer func() { stop() }()
 	// The first page is read before the headers are written, so that a
 	// feed that cannot be read answers its error as a page would.
+	// Below the retention horizon the stream opens to say so and ends
+	// (horizon.go).
 	first, err := read(after, limit)
 	var gone *projection.GoneError
 	if err != nil && !errors.As(err, &gone) {
 		return err
-	} // below the horizon: said in the stream, which then ends (horizon.go)
+	}
 	firstErr := err
 	haveFirst := true
 	cfg := s.pushConfig()

@@ -186,6 +186,3 @@ func (s *Store) Messages(ctx context.Context) (uint64, error) {
 	}
 	return info.State.Msgs, nil
 }
-
-// Prefix is the stream's subject prefix.
-func (s *Store) Prefix() string { return s.cfg.Prefix }
