@@ -127,6 +127,9 @@ func (s *Service) startRetention(ctx context.Context) {
 	if rc.SegmentEvents == 0 {
 		rc.SegmentEvents = DefaultArchiveSegmentEvents
 	}
+	if rc.RetainFinished > 0 && s.cfg.NATSURL != "" {
+		s.cfg.Logger.Warn("retention purges the shared stream by this instance's projections and snapshots: run it on one instance only, and give the others this archive (docs/retention.md)", "archive", s.archiveDir())
+	}
 	var l engine.RetentionLedger = noArchive{}
 	if s.archived != nil {
 		l = &retentionLedger{l: s.archived, segmentEvents: rc.SegmentEvents, logger: s.cfg.Logger}

@@ -90,10 +90,18 @@ func runArchive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 			fmt.Fprintf(w, "%s\tok\t%d events\n", s.Name, n)
 		}
+		// The archive holds every event from ledger_seq 1 on: segments
+		// follow one another without overlap or gap.
 		var prev uint64
 		for _, s := range segs {
-			if s.First <= prev {
-				err := fmt.Errorf("%w: %s overlaps the segment before it (which ends at %d)", ledger.ErrArchiveDamaged, s.Name, prev)
+			var err error
+			switch {
+			case s.First <= prev:
+				err = fmt.Errorf("%w: %s overlaps the segment before it (which ends at %d)", ledger.ErrArchiveDamaged, s.Name, prev)
+			case s.First > prev+1:
+				err = fmt.Errorf("%w: ledger_seq %d to %d are in no segment (before %s)", ledger.ErrArchiveDamaged, prev+1, s.First-1, s.Name)
+			}
+			if err != nil {
 				fmt.Fprintf(w, "%s\tDAMAGED\t%v\n", s.Name, err)
 				bad = append(bad, err)
 			}
