@@ -79,6 +79,13 @@ Scenarios (--scenario):
              beside a real agent (its p50/p99, the 429s). The eight timed
              phases share --duration. The read timeout and connection cap are
              scaled to the run (1 s, 256) on a third serve.
+  retention  on a ledger of --events made with retention on (in --data),
+             one retention run keeping the last 10 % of the events (its
+             clock moved so), under an open loop of lifecycles at --rate
+             (20 Turns/s by default): the sizes of the stream, the
+             projections (and compacted) and the archive before and after,
+             the run's time, and command p50/p99 for --duration before the
+             run and during it.
 
 Without --url, bench starts serve in-process on a temporary data directory
 (embedded NATS, file storage, as 'turnledger serve' runs). With --url it
@@ -169,6 +176,8 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		res, err = b.lifecycle(ctx)
 	case "overload":
 		res, err = b.overload(ctx)
+	case "retention":
+		res, err = b.retention(ctx)
 	default:
 		res, err = b.atScale(ctx)
 	}
@@ -189,9 +198,9 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 func (c Config) Validate() error {
 	var errs []error
 	switch c.Scenario {
-	case "lifecycle", "feed", "replay", "start", "overload":
+	case "lifecycle", "feed", "replay", "start", "overload", "retention":
 	default:
-		errs = append(errs, fmt.Errorf("--scenario must be lifecycle, feed, replay, start or overload, not %q", c.Scenario))
+		errs = append(errs, fmt.Errorf("--scenario must be lifecycle, feed, replay, start, overload or retention, not %q", c.Scenario))
 	}
 	if c.Factor <= 0 {
 		errs = append(errs, errors.New("--factor must be positive"))
@@ -255,6 +264,8 @@ type Result struct {
 	LedgerMB      float64 `json:"ledger_mib,omitempty"`
 	// overload (overload.go)
 	Overload *OverloadResult `json:"overload,omitempty"`
+	// retention (retention.go)
+	Retention *RetentionResult `json:"retention,omitempty"`
 }
 
 // LatencyStats are the latencies of one command kind, in milliseconds.
@@ -293,6 +304,8 @@ func (r *Result) print(w io.Writer) {
 		fmt.Fprintf(w, "%d events: replay %.0f events/s, peak RSS %.0f MiB\n", r.Events, r.ReplayPerSec, r.PeakRSSMB)
 	case "overload":
 		r.Overload.print(w)
+	case "retention":
+		r.Retention.print(w, r.Events)
 	case "start":
 		fmt.Fprintf(w, "%d events: ready in %.2f s, RSS when ready %.0f MiB; first request answered (write model loaded) in %.2f s, RSS then %.0f MiB (%.0f MiB anonymous, the rest mapped files)\n",
 			r.Events, r.ReadySeconds, r.PeakRSSMB, r.LoadedSeconds, r.LoadedRSSMB, r.LoadedAnonMB)
@@ -306,6 +319,10 @@ type bench struct {
 	cfg      Config
 	stderr   io.Writer
 	progress bool
+	// tune changes the in-process serve's configuration in start, and
+	// onStart sees the service it started (retention.go).
+	tune    func(*serve.Config)
+	onStart func(*serve.Service)
 }
 
 // target is a serve to drive: its URL, admin token and NATS connection
@@ -324,7 +341,7 @@ func (t *target) adminClient(hc *http.Client) (*client.Client, error) {
 // start starts serve in-process on dir (a new temporary directory when
 // empty), or connects to --url.
 func (b *bench) start(ctx context.Context, dir string) (*target, error) {
-	return b.startWith(ctx, dir, nil)
+	return b.startWith(ctx, dir, b.tune)
 }
 
 // startWith is start with the in-process serve's configuration changed by
@@ -366,6 +383,9 @@ func (b *bench) startWith(ctx context.Context, dir string, tune func(*serve.Conf
 	if err != nil {
 		cleanup()
 		return nil, err
+	}
+	if b.onStart != nil {
+		b.onStart(s)
 	}
 	return &target{url: s.URL(), admin: cfg.AdminToken, nc: s.NATS(), close: func() error {
 		err := s.Close()

@@ -19,18 +19,26 @@ import (
 	"github.com/turnledger/turnledger/serve"
 )
 
+// dataDir is --data, or a new temporary directory that cleanup removes.
+func (b *bench) dataDir() (dir string, cleanup func(), err error) {
+	if b.cfg.Data != "" {
+		return b.cfg.Data, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "turnledger-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
+}
+
 // atScale runs the feed, replay and start scenarios on a data directory
 // holding --events events.
 func (b *bench) atScale(ctx context.Context) (*Result, error) {
-	dir := b.cfg.Data
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "turnledger-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
+	dir, cleanup, err := b.dataDir()
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	res := &Result{Scenario: b.cfg.Scenario, Events: b.cfg.Events}
 	if err := b.fill(ctx, dir, res); err != nil {
 		return nil, err

@@ -74,11 +74,15 @@
 // wait for another request.
 //
 //	lock                          guards                                         held across I/O
+//	engine Retention.run          one retention run at a time                    yes: the archive, the purge, the projections
 //	engine slot.mu (RWMutex)      a project's write model; write: a command,     yes: Ledger.Append and the catch-up
 //	                              read: a decision that changes nothing           read (a project's commands are serial)
 //	engine Engine.mu              the map of slots; a slot's loading channel     no
 //	engine lastSeqProbe.mu        the look-ups of a project's last ledger_seq    no (a probe fetches on its own goroutine)
 //	engine Reaper.mu              the reaper's status                            no
+//	engine Retention.mu           retention's status                             no
+//	ledger Archived.purge (RW)    write: a purge; read: a read crossing from     yes: the reads and the purge
+//	                              the archive into the stream
 //	ledger Store.mu               appends in ExpectStream mode, their heads      yes: the publish
 //	ledger sent.mu                this Store's appends that Follow has not seen  no
 //	projection Store.wmu          the fold's open transaction                    yes: the bbolt commit
@@ -86,6 +90,10 @@
 //	projection recentTurns.mu     the cache of recent Turn records               no
 //	projection notifier.mu        the channels of watched keys (long polls, SSE) no
 //
+// Retention.run is held while a run loads and snapshots write models (so
+// before slot.mu), purges (Archived.purge) and has the projections retire
+// (projection Store.wmu, one bounded transaction at a time): the one engine
+// lock held while taking one of the projector's.
 // slot.mu is taken before Engine.mu (doOn forgets an empty project) and
 // before lastSeqProbe.mu (a command numbers itself once it holds the lock);
 // Engine.mu is never held while taking slot.mu (SaveSnapshots lists the
@@ -101,7 +109,8 @@
 // ops.go: the commands that need ids, secrets or expiries; load.go: loading
 // on first use; lastseq.go: the shared look-up of a project's last
 // ledger_seq; authview.go: the lock-free view authentication reads;
-// reaper.go: expired claims released on a timer; snapshot.go, snapbin.go:
+// reaper.go: expired claims released on a timer; retention.go: archive,
+// purge and retirement on a timer (docs/retention.md); snapshot.go, snapbin.go:
 // snapshots of write models; packed.go: the packed store of finished Turns;
 // secrets.go: derived secrets.
 package engine

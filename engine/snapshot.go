@@ -56,6 +56,13 @@ func (e *Engine) KeepSnapshots(s Snapshots, every uint64) {
 // its last one (serve calls it when it stops). It returns the first error
 // after trying every project.
 func (e *Engine) SaveSnapshots() error {
+	return e.saveSnapshotsBelow(^uint64(0))
+}
+
+// saveSnapshotsBelow saves a snapshot of every loaded project that moved on
+// since its last one, when that one was taken below ledger_seq horizon - 1
+// (retention.go: a load then need not read the archive).
+func (e *Engine) saveSnapshotsBelow(horizon uint64) error {
 	if e.snaps == nil {
 		return nil
 	}
@@ -70,7 +77,7 @@ func (e *Engine) SaveSnapshots() error {
 	var first error
 	for _, s := range slots {
 		s.mu.Lock()
-		if s.p.Seq > s.snapSeq {
+		if s.p.Seq > s.snapSeq && s.snapSeq+1 < horizon {
 			if err := e.saveSnapshot(s); err != nil && first == nil {
 				first = err
 			}

@@ -48,7 +48,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var se *statusError
 	var de *jsonhttp.DecodeError
 	var ke *kernel.Error
+	var ge *projection.GoneError
 	switch {
+	case errors.As(err, &ge):
+		// A feed cursor below the retention horizon: the body says where
+		// the feed begins now (horizon.go).
+		jsonhttp.Write(w, http.StatusGone, goneBody(ge))
 	case errors.As(err, &se):
 		if se.retryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(se.retryAfter.Seconds()))))

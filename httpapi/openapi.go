@@ -148,7 +148,9 @@ func schemas() m {
 		"capabilities": tStrList, "grants": tStrList, "public_metadata": tObj, "claim_ttl_s": nullable(tClaimTTL),
 	})
 	return m{
-		"ErrorBody":  closed(m{"error": tStr, "message": tStr}),
+		"ErrorBody": closed(m{"error": tStr, "message": tStr}),
+		// A feed read below the retention horizon (horizon.go).
+		"GoneError":  closed(m{"error": tStr, "message": tStr, "horizon_ledger_seq": tInt}),
 		"Diagnostic": closed(m{"code": tStr, "message": tStr}),
 		"Health":     closed(m{"status": tStr}),
 		"Ok":         closed(m{"ok": m{"const": true}}),
@@ -387,6 +389,10 @@ func buildOpenAPI(routes []route) m {
 			"200":     m{"description": desc, "content": content},
 			"4XX":     errResp("Refused: ErrorBody with the error name and a message (400, 401, 403, 404, 409, 410, 413, 422, 429)."),
 			"default": errResp("An error: ErrorBody with the error name and a message (503 with Retry-After when shed or not ready, 500)."),
+		}
+		if op.stream {
+			responses["410"] = m{"description": "Gone: after_ledger_seq (or Last-Event-ID) lies below the retention horizon; the body names the horizon. An event stream instead sends a `: gone` comment and an `error` event with this body, and ends.",
+				"content": m{"application/json": m{"schema": ref("GoneError")}}}
 		}
 		o := m{"operationId": op.id, "summary": op.summary, "tags": []string{op.tag}, "responses": responses}
 		if params != nil {

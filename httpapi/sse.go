@@ -81,10 +81,14 @@ func (s *Server) streamFeed(w http.ResponseWriter, c *call, after uint64, limit 
 	defer func() { stop() }()
 	// The first page is read before the headers are written, so that a
 	// feed that cannot be read answers its error as a page would.
+	// Below the retention horizon the stream opens to say so and ends
+	// (horizon.go).
 	first, err := read(after, limit)
-	if err != nil {
+	var gone *projection.GoneError
+	if err != nil && !errors.As(err, &gone) {
 		return err
 	}
+	firstErr := err
 	haveFirst := true
 	cfg := s.pushConfig()
 	rc := http.NewResponseController(w)
@@ -123,7 +127,7 @@ func (s *Server) streamFeed(w http.ResponseWriter, c *call, after uint64, limit 
 	for {
 		// Send every page there is now.
 		for {
-			fp, err := first, error(nil)
+			fp, err := first, firstErr
 			if !haveFirst {
 				fp, err = read(after, limit)
 			}
@@ -206,6 +210,10 @@ func (s *Server) streamError(w http.ResponseWriter, c *call, send func() bool, b
 	}
 	rec := &bodyRecorder{h: http.Header{}}
 	s.writeError(rec, c.r, err)
+	var gone *projection.GoneError
+	if errors.As(err, &gone) {
+		buf.WriteString(": gone: the feed begins at ledger_seq " + strconv.FormatUint(gone.Horizon, 10) + " now; older events are in the archive\n")
+	}
 	buf.WriteString("event: error\ndata: ")
 	buf.Write(bytes.TrimSpace(rec.body.Bytes()))
 	buf.WriteString("\n\n")

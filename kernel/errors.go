@@ -24,6 +24,10 @@ const (
 	// answer within its bound; the same request may succeed shortly, and the
 	// answer says when to retry (Retry-After).
 	Unavailable Kind = "ServiceUnavailableError"
+	// Gone is 410: a feed read below the retention horizon, whose events
+	// are only in the archive now (not in spec 000's table: retention is
+	// off unless asked for).
+	Gone Kind = "GoneError"
 )
 
 // Status is the HTTP status spec 000's error table gives the kind (500 for
@@ -44,6 +48,8 @@ func (k Kind) Status() int {
 		return 400
 	case Unavailable:
 		return 503
+	case Gone:
+		return 410
 	}
 	return 500
 }

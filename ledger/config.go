@@ -80,6 +80,11 @@ type Config struct {
 	// leader hand-off takes well under a second, an election after a crashed
 	// leader 4 to 9 seconds in nats-server 2.15.
 	RetryFor time.Duration
+	// AllowPurge makes Open create the stream without deny_purge, so that
+	// a retention run can purge it below its horizon once archived
+	// (PurgeBelow). JetStream cannot lift deny_purge from an existing
+	// stream. Default false: the stream is append-only.
+	AllowPurge bool
 }
 
 // DefaultConfig returns the configuration serve uses.

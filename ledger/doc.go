@@ -154,6 +154,19 @@
 // have been idle for their inactive threshold, and a busy engine would
 // otherwise exhaust it.
 //
+// # Archives and the horizon
+//
+// With retention on (serve --retain-finished), the events below a horizon
+// are written to an Archive (archive.go: zstd-compressed JSON Lines segments
+// named by their ledger_seq range, each with a sha256sum checksum file; the
+// format is in docs/retention.md) by ArchiveTo, and then purged from the
+// stream by PurgeBelow (purge.go), which needs a stream made with
+// Config.AllowPurge (JetStream never lifts deny_purge). FirstSeq is the
+// stream's first ledger_seq, the horizon once purged. Archived (archived.go)
+// reads the archive, then the stream: ReadProject, ReadAll and Follow that
+// start below the horizon start in the archive, so a write model without a
+// snapshot and a projection file rebuilt from nothing see every event.
+//
 // # Embedded server
 //
 // StartEmbedded runs nats-server in-process with JetStream file storage under

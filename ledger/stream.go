@@ -26,7 +26,8 @@ func streamConfig(cfg Config, atomic bool) jetstream.StreamConfig {
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DuplicateWindow,
 		DenyDelete:  true, // the ledger is append-only
-		DenyPurge:   true,
+		// Purged only below an archived horizon (purge.go), when allowed.
+		DenyPurge:   !cfg.AllowPurge,
 		AllowDirect: false, // direct get cannot take a wildcard last-by-subject; LastSeq needs it
 		// AppendBatch: the events of one command that changes several
 		// Turns are stored all or none.

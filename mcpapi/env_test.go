@@ -46,6 +46,7 @@ type env struct {
 	natsURL string
 	dbPath  string
 	clock   *clock
+	store   *projection.Store // the projections of the running instance
 	stop    func()
 	tune    func(*httpapi.Config) // changes the HTTP API's configuration
 	api     *httpapi.Server
@@ -85,6 +86,7 @@ func (e *env) start() {
 	if err != nil {
 		t.Fatalf("projection.Open = %v", err)
 	}
+	e.store = store
 	kcfg := engine.DefaultConfig()
 	kcfg.Now = e.clock.Now
 	kcfg.SecretKey = []byte("the instances' shared secret key")

@@ -87,6 +87,9 @@
 //	snapshots          (project)                          → the engine's write-model snapshot (not a projection)
 //	offers             (project, capability, agent)       → empty
 //	credentials        (project, agent, credential)       → kernel.Credential JSON, no hash
+//	meta               "horizon"                          → the first ledger_seq the feeds hold (retention)
+//	retired            (project, turn)                    → RetiredTurn JSON: a retired Turn's finish, outcome, retirement, last view
+//	horizon_projects   (project)                          → empty: a project whose feeds lost entries below the horizon
 //
 // dispatch_seq is the ledger_seq of a Turn's turn.dispatched; counters and
 // sequences are 8 bytes big-endian, and a counter at zero is deleted.
@@ -176,6 +179,18 @@
 // distinct value of a page), falling back to encoding/json for anything
 // else, so that decoding a page allocates little
 // (BenchmarkProjectFeedPage100k).
+//
+// # Retention
+//
+// Store.Retire (retire.go) moves the horizon up, removes the feed entries
+// below it, and retires Turn trees wholly finished before a cutoff with
+// every event below the horizon: a feed read whose cursor lies below
+// horizon - 1 is a *GoneError, a read of a retired Turn a *RetiredError
+// (a kernel NotFound that says when it was retired), and TurnAt answers a
+// retired Turn's last view (for a repeated dispatch_key). The buckets
+// "retired" and "horizon_projects" are made by the first Retire; an older
+// file opens unchanged. CarryRetirement gives a rebuilt file the horizon and
+// retired Turns of the live one (replay).
 //
 // # Limits
 //

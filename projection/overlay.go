@@ -69,7 +69,7 @@ func (s *Store) TurnAt(ctx context.Context, project, turnID string, seq uint64) 
 				// Changed neither in the open transaction nor in the last
 				// one committed: the file holds the Turn as of every
 				// transaction before them, seq's included.
-				return s.Turn(project, turnID)
+				return s.turnOrRetired(project, turnID) // a retired Turn's last view (retire.go)
 			}
 			return v, nil
 		}

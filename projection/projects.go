@@ -1,6 +1,10 @@
 package projection
 
-import bolt "go.etcd.io/bbolt"
+import (
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
 
 // Projects lists every project that has an event in the projections, in
 // order. It reads one key per project (the project feed is keyed by project
@@ -8,22 +12,13 @@ import bolt "go.etcd.io/bbolt"
 func (s *Store) Projects() ([]string, error) {
 	var out []string
 	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bktFeed).Cursor()
-		for k, _ := c.First(); k != nil; {
-			var project string
-			for i := 0; i+1 < len(k); i++ {
-				if k[i] == 0 && k[i+1] == 0 {
-					project = string(unescape(k[:i]))
-					break
-				}
-				if k[i] == 0 {
-					i++
-				}
+		out = projectsOf(tx.Bucket(bktFeed))
+		// A project whose every event is below the retention horizon has
+		// no feed entry left (retire.go).
+		for _, p := range projectsOf(tx.Bucket(bktHorizonProjects)) {
+			if i, found := slices.BinarySearch(out, p); !found {
+				out = slices.Insert(out, i, p)
 			}
-			out = append(out, project)
-			next := key(project)
-			next[len(next)-1] = 0x01 // just past every key of this project
-			k, _ = c.Seek(next)
 		}
 		return nil
 	})

@@ -41,7 +41,7 @@ func (s *Store) Turn(project, turnID string) (TurnView, error) {
 	err := s.view(func(tx *bolt.Tx) error {
 		rec, err := loadTurn(tx.Bucket(bktTurns), project, turnID)
 		v = rec.View
-		return err
+		return retiredOr(tx, project, turnID, err)
 	})
 	return v, err
 }
@@ -72,7 +72,7 @@ func (s *Store) Context(project, turnID string, afterTurnSeq uint64, limit int) 
 	page := ContextPage{Items: []ContextItem{}, NextAfterTurnSeq: afterTurnSeq}
 	err := s.view(func(tx *bolt.Tx) error {
 		if tx.Bucket(bktTurns).Get(key(project, turnID)) == nil {
-			return ErrNotFound
+			return retiredOr(tx, project, turnID, ErrNotFound)
 		}
 		if afterTurnSeq == ^uint64(0) {
 			return nil
@@ -215,7 +215,7 @@ func (s *Store) Lineage(project, turnID string, limit int, visibleTo string) ([]
 		turns := tx.Bucket(bktTurns)
 		self, err := loadTurn(turns, project, turnID)
 		if err != nil {
-			return err
+			return retiredOr(tx, project, turnID, err)
 		}
 		var ancestors []LineageItem
 		seen := map[string]bool{turnID: true}
@@ -383,7 +383,10 @@ func (s *Store) scanFeed(kind FeedKind, project, id string, after uint64, limit 
 	err = s.view(func(tx *bolt.Tx) error {
 		feed := tx.Bucket(bktFeed)
 		if owner != nil && tx.Bucket(owner).Get(prefix) == nil {
-			return ErrNotFound
+			return retiredOr(tx, project, id, ErrNotFound)
+		}
+		if err := gone(tx, after); err != nil {
+			return err
 		}
 		if after == ^uint64(0) {
 			return nil

@@ -61,13 +61,30 @@ func Replay(ctx context.Context, cfg Config, out io.Writer) error {
 	start := time.Now()
 	bar := newReplayProgress(out, time.Now)
 	progress := bar.update
-	models := &writeModels{Reader: l, projects: map[string]*kernel.Project{}}
+	// Below the retention horizon the events are in the archive.
+	var src projection.Reader = l
+	archiveDir := cfg.Retention.ArchiveDir
+	if archiveDir == "" {
+		archiveDir = filepath.Join(dataDir, "archive")
+	}
+	if exists(archiveDir) {
+		a, err := ledger.ReadArchive(archiveDir)
+		if err != nil {
+			return err
+		}
+		src = ledger.WithArchive(l, a)
+	}
+	models := &writeModels{Reader: src, projects: map[string]*kernel.Project{}}
 	err = projection.Rebuild(ctx, next, models, progress)
 	bar.done()
 	if err != nil {
 		return err
 	}
-	if err := models.save(next); err != nil {
+	carry := ""
+	if damaged == nil && exists(live) {
+		carry = live // its retention horizon and retired Turns (projection.CarryRetirement)
+	}
+	if err := models.save(next, carry); err != nil {
 		return err
 	}
 	if damaged != nil {
@@ -113,11 +130,18 @@ func (w *writeModels) ReadAll(ctx context.Context, after uint64, fn func([]kerne
 	})
 }
 
-// save writes the snapshots into the rebuilt file at path.
-func (w *writeModels) save(path string) error {
+// save writes the snapshots into the rebuilt file at path, and the
+// retirement of the live file carry (none when "").
+func (w *writeModels) save(path, carry string) error {
 	st, err := projection.Open(path, projection.DefaultConfig())
 	if err != nil {
 		return err
+	}
+	if carry != "" {
+		if err := st.CarryRetirement(carry); err != nil {
+			st.Close()
+			return err
+		}
 	}
 	for id, p := range w.projects {
 		data, err := engine.EncodeSnapshot(p)

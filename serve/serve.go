@@ -66,6 +66,9 @@ type Config struct {
 	Logger         *slog.Logger
 	RequestLog     bool      // one log line per request (httpapi.RequestLog)
 	Lag            LagBounds // past them /readyz answers 503
+	// Retention archives old events, purges the stream below them and
+	// retires old finished Turn trees (retention.go). Off by default.
+	Retention RetentionConfig
 
 	// Now, when set, is the clock of the engine, the projections and the
 	// API in place of Kernel.Now and time.Now, so that a test can expire
@@ -93,6 +96,7 @@ func DefaultConfig() Config {
 		Ledger:         ledger.DefaultConfig(),
 		Logger:         slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		Lag:            LagBounds{Events: MaxProjectionLag, Stall: MaxProjectionStall},
+		Retention:      RetentionConfig{CompactFreeShare: 0.5},
 	}
 }
 
@@ -126,7 +130,7 @@ func (c Config) Validate() error {
 	if c.NATSURL == "" && c.Ledger.Replicas > 1 {
 		errs = append(errs, fmt.Errorf("serve: %d replicas need an external NATS cluster (NATSURL): the embedded server is a single node", c.Ledger.Replicas))
 	}
-	errs = append(errs, c.Limits.Validate(), c.NATSAuth.Validate(c.NATSURL))
+	errs = append(errs, c.Limits.Validate(), c.NATSAuth.Validate(c.NATSURL), c.Retention.validate())
 	return errors.Join(errs...)
 }
 
@@ -141,6 +145,8 @@ type Service struct {
 	engine    *engine.Engine
 	projector *projection.Projector
 	reaper    *engine.Reaper
+	archived  *ledger.Archived  // the ledger read through its archive, when there is one (retention.go)
+	retention *engine.Retention // nil until started
 	api       *httpapi.Server
 	mcp       *mcpapi.Handler
 	a2a       *a2aapi.Handler
@@ -187,9 +193,16 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 			return nil, err
 		}
 	}
+	if cfg.Retention.RetainFinished > 0 {
+		cfg.Ledger.AllowPurge = true // a new stream may be purged below the archived horizon
+	}
 	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.NATSAuth, cfg.Ledger, cfg.Sync); err != nil {
 		return nil, err
 	}
+	if err := s.openArchive(); err != nil {
+		return nil, err
+	}
+	s.compactProjections(filepath.Join(cfg.DataDir, "projections.db"))
 	if err := s.openProjections(filepath.Join(cfg.DataDir, "projections.db")); err != nil {
 		return nil, err
 	}
@@ -201,11 +214,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		s.healUntil = head
 	}
 	metrics := newMetrics() // the one Prometheus registry (metrics.go)
-	if s.engine, err = engine.New(timedLedger{s.ledger, metrics.appends}, cfg.Kernel); err != nil {
+	if s.engine, err = engine.New(timedLedger{s.readLedger(), metrics.appends}, cfg.Kernel); err != nil {
 		return nil, err
 	}
 	s.engine.KeepSnapshots(s.store, snapshotEvery)
-	var src projection.Source = s.ledger
+	var src projection.Source = s.readLedger()
 	if cfg.ProjectorSource != nil {
 		src = cfg.ProjectorSource(src)
 	}
@@ -239,6 +252,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		defer s.wg.Done()
 		s.reaper.Run(runCtx)
 	}()
+	s.startRetention(runCtx)
 
 	hcfg := httpapi.DefaultConfig()
 	hcfg.AdminTokenHash = kernel.HashSecret(token)
@@ -267,6 +281,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	metrics.watch(s)
+	metrics.watchRetention(s)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -430,6 +445,8 @@ type Readiness struct {
 	// WriteModelsLoading is how many projects are still loading their write
 	// model; their requests are answered 503 with Retry-After meanwhile.
 	WriteModelsLoading int `json:"write_models_loading"`
+	// Retention is the retention's horizon, archive and last run.
+	Retention engine.RetentionStatus `json:"retention"`
 }
 
 // snapshotEvery: a load that folded this many events after the project's
@@ -443,7 +460,7 @@ const probeTimeout = 2 * time.Second
 func (s *Service) ready(ctx context.Context) (any, bool) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	r := Readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status(), WriteModelsLoading: s.engine.Loading()}
+	r := Readiness{Status: "ready", Backend: s.ledger.Report(ctx), Reaper: s.reaper.Status(), WriteModelsLoading: s.engine.Loading(), Retention: s.retention.Status()}
 	r.Backend.Kind = "embedded"
 	if s.embedded == nil {
 		r.Backend.Kind, r.Backend.URL = "external", RedactURLs(s.cfg.NATSURL)

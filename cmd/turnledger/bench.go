@@ -17,7 +17,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := bench.DefaultConfig()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "lifecycle, feed, replay, start or overload")
+	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "lifecycle, feed, replay, start, overload or retention")
 	fs.StringVar(&cfg.URL, "url", "", "drive a running serve at this URL instead of starting one")
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "admin bearer of --url (default TURNLEDGER_ADMIN_TOKEN)")
 	fs.StringVar(&cfg.NATSURL, "nats-url", "", "with --url: the NATS server of that serve, to measure the append rate on")

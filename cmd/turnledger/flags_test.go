@@ -15,6 +15,7 @@ var subcommandsWithFlags = [][]string{
 	{"catalogue"}, {"catalogue", "hash-key"}, {"catalogue", "new-key"},
 	{"deployconfig", "schema"}, {"deployconfig", "validate"},
 	{"feed", "tail"}, {"turns", "list"}, {"turns", "show"}, {"agents", "list"}, {"bench"}, {"a2a-bridge"},
+	{"archive", "ls"}, {"archive", "verify"}, {"archive", "cat"},
 }
 
 func TestUnknownFlagIsReportedOnce(t *testing.T) {

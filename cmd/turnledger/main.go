@@ -34,6 +34,7 @@ func commands() []command {
 	return []command{
 		{"serve", "serve the agent work coordination API (embedded NATS or --nats-url)", runServe},
 		{"replay", "rebuild every projection from ledger_seq 1 and swap it in", runReplay},
+		{"archive", "read the archive below the retention horizon (ls|verify|cat)", runArchive},
 		{"feed", "follow a feed live and print one line per event (tail)", runFeed},
 		{"turns", "list or show Turns through the HTTP API (list|show)", runTurns},
 		{"agents", "list agents through the HTTP API (list)", runAgents},

@@ -20,6 +20,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data", "./data", "data directory of the turnledger serve whose projections to rebuild")
 	natsURL := fs.String("nats-url", "", "the NATS server serve uses, when it is not the embedded one")
+	archiveDir := fs.String("archive-dir", "", "the archive of the events below the retention horizon (default <data>/archive, read when it exists)")
 	cfg := serve.DefaultConfig()
 	var auth serve.NATSAuth
 	addNATSFlags(fs, &auth)
@@ -42,5 +43,6 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	cfg.DataDir, cfg.NATSURL, cfg.NATSAuth = *dataDir, *natsURL, auth
+	cfg.Retention.ArchiveDir = *archiveDir
 	return serve.Replay(ctx, cfg, stdout)
 }

@@ -184,7 +184,7 @@
   // refusal that asking again cannot change (401, 403, 404, 422: a revoked
   // credential, a read the policy does not allow) ends the following, and
   // onError hears it with final set; any other error is retried.
-  function follow(path, after, onItems, onError) {
+  function follow(path, after, onItems, onError, onGone) {
     let cursor = after || 0, paused = false, stopped = false, timer = null, ctrl = null, sse = null;
     const schedule = (ms) => { clearTimeout(timer); if (!stopped && !paused) timer = setTimeout(tick, ms); };
     const deliver = (items) => {
@@ -204,7 +204,7 @@
           const t = await resp.text();
           let d = {};
           try { d = JSON.parse(t); } catch { /* keep {} */ }
-          throw new APIError(resp.status, d.error || 'HTTPError', d.message || t);
+          throw Object.assign(new APIError(resp.status, d.error || 'HTTPError', d.message || t), {horizon: d.horizon_ledger_seq});
         }
         if ((resp.headers.get('Content-Type') || '').startsWith('text/event-stream')) {
           sse = true;
@@ -219,6 +219,14 @@
         schedule(page.has_more ? 0 : 1000);
       } catch (e) {
         if (e.name === 'AbortError') return;
+        if (e.horizon > cursor + 1) {
+          // Below the retention horizon: the older events are in the
+          // archive only. Say so once, and go on from the horizon.
+          cursor = e.horizon - 1;
+          if (onGone) onGone(e);
+          schedule(0);
+          return;
+        }
         const final = e instanceof APIError && [401, 403, 404, 422].includes(e.status);
         if (final) stopped = true;
         if (onError) onError(e, final);
@@ -264,7 +272,7 @@
             try { d = JSON.parse(data.join('\n')); } catch { /* keep {} */ }
             reader.cancel().catch(() => {});
             if (batch.length) deliver(batch);
-            throw new APIError(0, d.error || 'StreamError', d.message || 'the event stream ended with an error');
+            throw Object.assign(new APIError(0, d.error || 'StreamError', d.message || 'the event stream ended with an error'), {horizon: d.horizon_ledger_seq});
           }
           if (data.length) {
             try {
@@ -319,6 +327,10 @@
       status.replaceWith(h('p', {class: 'error', role: 'alert', id: opts.id + '-status'}, `${e.status} ${e.name}: ${e.message}`));
       btn.disabled = true;
       list.dataset.mode = 'refused';
+    }, (e) => {
+      // Retention moved the older events to the archive: the feed starts at its horizon.
+      if (!list.parentNode || list.parentNode.querySelector('.gone')) return;
+      list.before(h('p', {class: 'muted gone', id: opts.id + '-gone'}, `Events before #${e.horizon} are in the archive only (retention): the feed starts there.`));
     });
     btn.addEventListener('click', () => {
       if (f.paused) { f.resume(); btn.textContent = 'Pause'; status.textContent = 'live'; } else { f.pause(); btn.textContent = 'Resume'; status.textContent = 'paused'; }
@@ -483,6 +495,7 @@
         max < 64 ? h('p', {}, h('a', {id: 'read-more', href: link(p) + qs({limit: limit === 500 ? '' : limit, pages: Math.min(64, max * 4)})}, `Read up to ${Math.min(64, max * 4)} pages of each`)) : '') : '',
       diags.length ? h('div', {class: 'panel'}, h('h2', {}, 'Diagnostics'), h('ul', {}, diags.map((d) => h('li', {}, h('code', {}, d.code), ' ', d.message)))) : '',
       ready.projections && ready.projections.failing ? h('p', {class: 'error'}, 'The projector is failing: ' + ready.projections.last_error) : '',
+      ready.retention && ready.retention.enabled ? h('p', {class: 'muted', id: 'retention'}, `Retention keeps ${ready.retention.retain_finished}: the feeds begin at #${ready.retention.horizon_ledger_seq || 1}, the archive holds ${((ready.retention.archive_bytes || 0) / 1048576).toFixed(1)} MiB, last run ${ready.retention.last_run_at ? ago(ready.retention.last_run_at) : 'not yet'}${ready.retention.last_error ? ' (failed: ' + ready.retention.last_error + ')' : ''}.`) : '',
       section('Queued Turns whose target cannot take them', 'blocked', blocked.length === 0 ? 'None: every queued Turn has an admitting, online target with free capacity.' :
         table(['Turn', 'Kind', 'Target', 'Why', 'Queued since'], blocked.map(({t, a, why}) => [
           turnLink(p, t.turn_id), t.turn_kind, agentLink(p, t.target_agent.agent_id),
