@@ -105,6 +105,9 @@ func Compact(path string) (int64, error) {
 	if err := Install(next, path); err != nil {
 		return 0, err
 	}
+	if err := writePageSum(path); err != nil { // the compacted file is closed cleanly
+		return 0, err
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		return 0, err

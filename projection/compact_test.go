@@ -2,6 +2,7 @@ package projection
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -34,6 +35,12 @@ func TestCompactAfterRetirementShrinksTheFileAndKeepsItsContent(t *testing.T) {
 	res, err := CompactIfFree(path, 0.5)
 	if err != nil || !res.Compacted || res.BytesAfter*2 > res.BytesBefore {
 		t.Fatalf("CompactIfFree(0.5) = %+v, %v; want the file compacted to under half", res, err)
+	}
+	if err := Check(path); err != nil {
+		t.Errorf("Check(compacted file) = %v, want nil", err)
+	}
+	if _, err := os.Stat(path + sumSuffix); err != nil {
+		t.Errorf("the compacted file has no page sum: %v", err)
 	}
 	s2, err := Open(path, testConfig())
 	if err != nil {

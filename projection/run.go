@@ -153,10 +153,17 @@ func Rebuild(ctx context.Context, path string, src Reader, progress func(applied
 }
 
 // Install moves a rebuilt projection file over the live one (the live store
-// must be closed) and syncs the directory, so the swap survives a crash.
+// must be closed), with the rebuilt file's page sum (pagesum.go) or, when it
+// has none, without the live one's, and syncs the directory, so the swap
+// survives a crash.
 func Install(rebuilt, live string) error {
 	if err := os.Rename(rebuilt, live); err != nil {
 		return fmt.Errorf("projection: install: %w", err)
+	}
+	if err := os.Rename(rebuilt+sumSuffix, live+sumSuffix); err != nil {
+		if err := removePageSum(live); err != nil {
+			return err
+		}
 	}
 	dir, err := os.Open(filepath.Dir(live))
 	if err != nil {
