@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -24,7 +23,8 @@ import (
 
 // Archives below the retention horizon.
 //
-// An archive is a directory of immutable segments, each holding the events
+// An archive is a directory (or a NATS object store bucket: the same names,
+// the same bytes) of immutable segments, each holding the events
 // of one range of ledger_seq, written before the stream is purged below a
 // horizon so that nothing the ledger ever took is lost. The format is meant
 // for other tools too (docs/retention.md):
@@ -61,10 +61,12 @@ type Segment struct {
 	Bytes int64  `json:"bytes"`
 }
 
-// Archive is a directory of segments. It is safe for concurrent reads; one
-// writer at a time (the retention run) appends segments.
+// Archive is a store of segments: a directory, or a NATS object store bucket
+// (archivestore.go), whose objects are named and hold what the files would.
+// It is safe for concurrent reads; one writer at a time (the retention run)
+// appends segments.
 type Archive struct {
-	dir string
+	store archiveStore
 }
 
 // segmentName is the pattern of a segment's file name.
@@ -88,23 +90,8 @@ func OpenArchive(dir string) (*Archive, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("ledger: archive: %w", err)
 	}
-	a := &Archive{dir: dir}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: archive: %w", err)
-	}
-	for _, e := range ents {
-		name := e.Name()
-		switch {
-		case strings.HasSuffix(name, tmpExt):
-			os.Remove(filepath.Join(dir, name))
-		case strings.HasSuffix(name, segmentExt+checksumExt):
-			if _, err := os.Stat(filepath.Join(dir, strings.TrimSuffix(name, checksumExt))); errors.Is(err, os.ErrNotExist) {
-				os.Remove(filepath.Join(dir, name))
-			}
-		}
-	}
-	return a, nil
+	a := &Archive{store: dirStore{dir}}
+	return a, a.clean()
 }
 
 // ReadArchive opens the archive in dir for reading only: it changes
@@ -115,31 +102,48 @@ func ReadArchive(dir string) (*Archive, error) {
 	} else if !st.IsDir() {
 		return nil, fmt.Errorf("ledger: archive: %s is not a directory", dir)
 	}
-	return &Archive{dir: dir}, nil
+	return &Archive{store: dirStore{dir}}, nil
 }
 
-// Dir is the archive's directory.
-func (a *Archive) Dir() string { return a.dir }
+// clean removes what a crash while writing a segment left behind.
+func (a *Archive) clean() error {
+	objs, err := a.store.list()
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, o := range objs {
+		have[o.name] = true
+	}
+	for _, o := range objs {
+		switch {
+		case strings.HasSuffix(o.name, tmpExt):
+			a.store.remove(o.name)
+		case strings.HasSuffix(o.name, segmentExt+checksumExt) && !have[strings.TrimSuffix(o.name, checksumExt)]:
+			a.store.remove(o.name)
+		}
+	}
+	return nil
+}
+
+// Where says where the archive is: its directory, or nats://<bucket>.
+func (a *Archive) Where() string { return a.store.where() }
 
 // Segments lists the segments in order of ledger_seq.
 func (a *Archive) Segments() ([]Segment, error) {
-	ents, err := os.ReadDir(a.dir)
+	objs, err := a.store.list()
 	if err != nil {
-		return nil, fmt.Errorf("ledger: archive: %w", err)
+		return nil, err
 	}
 	var segs []Segment
-	for _, e := range ents {
-		m := segmentName.FindStringSubmatch(e.Name())
+	for _, o := range objs {
+		m := segmentName.FindStringSubmatch(o.name)
 		if m == nil {
 			continue
 		}
 		first, _ := strconv.ParseUint(m[1], 10, 64)
 		last, _ := strconv.ParseUint(m[2], 10, 64)
-		info, err := e.Info()
-		if err != nil {
-			return nil, fmt.Errorf("ledger: archive: %w", err)
-		}
-		segs = append(segs, Segment{Name: e.Name(), First: first, Last: last, Bytes: info.Size()})
+		segs = append(segs, Segment{Name: o.name, First: first, Last: last, Bytes: o.size})
 	}
 	slices.SortFunc(segs, func(x, y Segment) int {
 		if x.First < y.First {
@@ -209,64 +213,24 @@ func (a *Archive) WriteSegment(lines []ArchiveLine) (Segment, error) {
 	zw.Close()
 	sum := sha256.Sum256(data)
 	seg := Segment{Name: SegmentName(lines[0].LedgerSeq, lines[len(lines)-1].LedgerSeq), First: lines[0].LedgerSeq, Last: lines[len(lines)-1].LedgerSeq, Bytes: int64(len(data))}
-	final := filepath.Join(a.dir, seg.Name)
-	if err := writeSynced(final+tmpExt, data); err != nil {
+	// The checksum first: a segment under its name always has one.
+	if err := a.store.put(seg.Name+checksumExt, []byte(hex.EncodeToString(sum[:])+"  "+seg.Name+"\n")); err != nil {
 		return Segment{}, err
 	}
-	if err := writeSynced(final+checksumExt+tmpExt, []byte(hex.EncodeToString(sum[:])+"  "+seg.Name+"\n")); err != nil {
-		return Segment{}, err
-	}
-	if err := os.Rename(final+checksumExt+tmpExt, final+checksumExt); err != nil {
-		return Segment{}, fmt.Errorf("ledger: archive: %w", err)
-	}
-	if err := os.Rename(final+tmpExt, final); err != nil {
-		return Segment{}, fmt.Errorf("ledger: archive: %w", err)
-	}
-	if err := syncDir(a.dir); err != nil {
+	if err := a.store.put(seg.Name, data); err != nil {
 		return Segment{}, err
 	}
 	return seg, nil
 }
 
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("ledger: archive: %w", err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("ledger: archive: write %s: %w", path, err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("ledger: archive: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("ledger: archive: sync %s: %w", dir, err)
-	}
-	return nil
-}
-
 // open reads a segment's file, checks it against its checksum file, and
 // returns its decompressed lines' reader.
 func (a *Archive) open(seg Segment) (io.ReadCloser, error) {
-	path := filepath.Join(a.dir, seg.Name)
-	data, err := os.ReadFile(path)
+	data, err := a.store.get(seg.Name)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: archive: %w", err)
 	}
-	want, err := os.ReadFile(path + checksumExt)
+	want, err := a.store.get(seg.Name + checksumExt)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: its checksum: %w", ErrArchiveDamaged, seg.Name, err)
 	}

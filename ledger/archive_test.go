@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/turnledger/turnledger/internal/natstest"
 	"github.com/turnledger/turnledger/kernel"
@@ -45,15 +46,39 @@ func openMemory(t *testing.T, allowPurge bool) *ledger.Store {
 	return s
 }
 
+// archiveKinds make an empty archive of each kind: a directory, and a
+// bucket of a NATS object store (on another server than the stream's).
+var archiveKinds = map[string]func(t *testing.T) *ledger.Archive{
+	"directory": func(t *testing.T) *ledger.Archive {
+		a, err := ledger.OpenArchive(filepath.Join(t.TempDir(), "archive"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	},
+	"object store": func(t *testing.T) *ledger.Archive {
+		js, err := jetstream.New(natstest.Connect(t, natstest.Start(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := ledger.OpenObjectArchive(context.Background(), js, "tl-archive", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	},
+}
+
 func TestArchiveThenPurgeKeepsEveryEventOnce(t *testing.T) {
+	for kind, newArchive := range archiveKinds {
+		t.Run(kind, func(t *testing.T) { archiveThenPurge(t, newArchive(t)) })
+	}
+}
+
+func archiveThenPurge(t *testing.T, a *ledger.Archive) {
 	ctx := context.Background()
 	s := openMemory(t, true)
 	all := appendRecords(t, s, 25)
-	dir := filepath.Join(t.TempDir(), "archive")
-	a, err := ledger.OpenArchive(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Up to ledger_seq 20, in segments of 8, stopping before turn_seq 18.
 	last, err := s.ArchiveTo(ctx, a, 20, 8, func(r kernel.Recorded) bool {
 		return r.Event.Data.(*kernel.TurnRecordAppended).TurnSeq >= 18
@@ -68,6 +93,9 @@ func TestArchiveThenPurgeKeepsEveryEventOnce(t *testing.T) {
 	var names []string
 	for _, seg := range segs {
 		names = append(names, seg.Name)
+		if seg.Bytes <= 0 {
+			t.Errorf("segment %s has %d bytes", seg.Name, seg.Bytes)
+		}
 		if n, err := a.Verify(seg); err != nil {
 			t.Errorf("Verify(%s) = %d, %v", seg.Name, n, err)
 		}
@@ -277,5 +305,77 @@ func TestPurgeKeepsEachSubjectsLastEvent(t *testing.T) {
 	}
 	if diff := cmp.Diff([]uint64{4, 5, 9}, got); diff != "" {
 		t.Errorf("ReadProject(p2) over archive and stream (-want +got):\n%s", diff)
+	}
+}
+
+// TestObjectArchiveOutlivesItsWriter: an archive in an object store bucket
+// is read back by another connection (another instance) as written; a
+// damaged object fails Verify; a checksum left without its segment by a
+// crash is removed when the archive is next opened for writing.
+func TestObjectArchiveOutlivesItsWriter(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Start(t)
+	js, err := jetstream.New(natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ledger.OpenObjectArchive(ctx, js, "tl-archive", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openMemory(t, true)
+	all := appendRecords(t, s, 12)
+	if _, err := s.ArchiveTo(ctx, a, 12, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a.Where() != "nats://tl-archive" {
+		t.Errorf("Where() = %q, want nats://tl-archive", a.Where())
+	}
+
+	js2, err := jetstream.New(natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ledger.ReadObjectArchive(ctx, js2, "tl-archive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []kernel.Recorded
+	if _, err := b.Read(ctx, 0, 100, func(rs []kernel.Recorded) error { got = append(got, rs...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(all, got); diff != "" {
+		t.Errorf("the archive read by another connection (-want +got):\n%s", diff)
+	}
+
+	obs, err := js2.ObjectStore(ctx, "tl-archive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, err := b.Segments()
+	if err != nil || len(segs) != 3 {
+		t.Fatalf("Segments() = %v, %v; want 3", segs, err)
+	}
+	data, err := obs.GetBytes(ctx, segs[1].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if _, err := obs.PutBytes(ctx, segs[1].Name, data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Verify(segs[1]); !errors.Is(err, ledger.ErrArchiveDamaged) {
+		t.Errorf("Verify(a changed object) = %v, want ErrArchiveDamaged", err)
+	}
+
+	orphan := ledger.SegmentName(13, 20) + ".sha256"
+	if _, err := obs.PutString(ctx, orphan, "0  x\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.OpenObjectArchive(ctx, js2, "tl-archive", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.GetInfo(ctx, orphan); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Errorf("a checksum without its segment after reopening: %v, want it removed", err)
 	}
 }

@@ -52,7 +52,7 @@ func (s *Store) ArchiveTo(ctx context.Context, a *Archive, until uint64, segEven
 		return done, nil
 	}
 	if first > done+1 {
-		return done, fmt.Errorf("ledger: the stream begins at ledger_seq %d but the archive in %s ends at %d: the events between are in neither (is it the archive the stream was purged into?)", first, a.Dir(), done)
+		return done, fmt.Errorf("ledger: the stream begins at ledger_seq %d but the archive in %s ends at %d: the events between are in neither (is it the archive the stream was purged into?)", first, a.Where(), done)
 	}
 	segEvents = max(segEvents, 1)
 	var lines []ArchiveLine

@@ -67,11 +67,11 @@ func Replay(ctx context.Context, cfg Config, out io.Writer) error {
 	if archiveDir == "" {
 		archiveDir = filepath.Join(dataDir, "archive")
 	}
-	if exists(archiveDir) {
-		a, err := ledger.ReadArchive(archiveDir)
-		if err != nil {
-			return err
-		}
+	a, err := openArchive(ctx, nc, archiveDir, false, 0)
+	if err != nil {
+		return err
+	}
+	if a != nil {
 		src = ledger.WithArchive(l, a)
 	}
 	models := &writeModels{Reader: src, projects: map[string]*kernel.Project{}}

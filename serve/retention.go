@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnledger/turnledger/engine"
@@ -36,7 +38,10 @@ type RetentionConfig struct {
 	RetainFinished time.Duration
 	// Interval is the time between runs (DefaultRetentionInterval when 0).
 	Interval time.Duration
-	// ArchiveDir is the archive's directory (DataDir/archive when empty).
+	// ArchiveDir is the archive's directory (DataDir/archive when empty),
+	// or nats://<bucket>: a NATS object store bucket of the ledger's
+	// server, with the stream's replicas, so that a cluster's archive lives
+	// on the cluster.
 	ArchiveDir string
 	// SegmentEvents is the most events a segment holds
 	// (DefaultArchiveSegmentEvents when 0).
@@ -90,20 +95,40 @@ func (s *Service) archiveDir() string {
 // openArchive opens the archive when retention is on, or when one exists
 // (retention ran before: the stream may be purged below a horizon), and
 // reads the ledger through it.
-func (s *Service) openArchive() error {
-	dir := s.archiveDir()
-	var a *ledger.Archive
-	var err error
-	if s.cfg.Retention.RetainFinished > 0 {
-		a, err = ledger.OpenArchive(dir)
-	} else if _, serr := os.Stat(dir); serr == nil {
-		a, err = ledger.ReadArchive(dir)
-	}
+func (s *Service) openArchive(ctx context.Context) error {
+	a, err := openArchive(ctx, s.nc, s.archiveDir(), s.cfg.Retention.RetainFinished > 0, s.cfg.Ledger.Replicas)
 	if err != nil || a == nil {
 		return err
 	}
 	s.archived = ledger.WithArchive(s.ledger, a)
 	return nil
+}
+
+// openArchive opens the archive at where (a directory, or nats://<bucket>
+// on nc's server): for writing, making it when missing; else for reading,
+// when it exists (nil when it does not).
+func openArchive(ctx context.Context, nc *nats.Conn, where string, write bool, replicas int) (*ledger.Archive, error) {
+	if bucket, ok := ledger.IsObjectArchive(where); ok {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, err
+		}
+		if write {
+			return ledger.OpenObjectArchive(ctx, js, bucket, replicas)
+		}
+		a, err := ledger.ReadObjectArchive(ctx, js, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, nil
+		}
+		return a, err
+	}
+	if write {
+		return ledger.OpenArchive(where)
+	}
+	if _, err := os.Stat(where); err != nil {
+		return nil, nil
+	}
+	return ledger.ReadArchive(where)
 }
 
 // readLedger is the ledger as the engine and the projector read it:

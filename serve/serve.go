@@ -199,7 +199,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.NATSAuth, cfg.Ledger, cfg.Sync); err != nil {
 		return nil, err
 	}
-	if err := s.openArchive(); err != nil {
+	if err := s.openArchive(ctx); err != nil {
 		return nil, err
 	}
 	s.compactProjections(filepath.Join(cfg.DataDir, "projections.db"))

@@ -10,8 +10,11 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/turnledger/turnledger/internal/cliflag"
 	"github.com/turnledger/turnledger/ledger"
+	"github.com/turnledger/turnledger/serve"
 )
 
 // runArchive runs `turnledger archive ls|verify|cat`: it reads the archive
@@ -34,7 +37,8 @@ func runArchive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("archive "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data", "./data", "data directory of the turnledger serve whose archive to read")
-	dir := fs.String("dir", "", "the archive directory itself (default <data>/archive)")
+	dir := fs.String("dir", "", "the archive directory itself (default <data>/archive), or nats://<bucket> for an archive in a NATS object store bucket (with --nats-url)")
+	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "the NATS server of an archive in an object store bucket")
 	var after, until *uint64
 	if sub == "cat" {
 		after = fs.Uint64("after", 0, "print the events after this ledger_seq")
@@ -59,7 +63,22 @@ func runArchive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if path == "" {
 		path = filepath.Join(*dataDir, "archive")
 	}
-	a, err := ledger.ReadArchive(path)
+	var a *ledger.Archive
+	var err error
+	if bucket, ok := ledger.IsObjectArchive(path); ok {
+		nc, cerr := nats.Connect(*natsURL, nats.Name("turnledger archive"))
+		if cerr != nil {
+			return fmt.Errorf("turnledger archive: connect to %s: %w", serve.RedactURLs(*natsURL), cerr)
+		}
+		defer nc.Close()
+		js, jerr := jetstream.New(nc)
+		if jerr != nil {
+			return jerr
+		}
+		a, err = ledger.ReadObjectArchive(ctx, js, bucket)
+	} else {
+		a, err = ledger.ReadArchive(path)
+	}
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/internal/testclock"
@@ -29,6 +31,12 @@ import (
 // with the clock now, the reaper off and retention on (1h) with its timer
 // off: the test runs it with Retention().Once.
 func startRetentionService(t *testing.T, dir string, now func() time.Time) *serve.Service {
+	return startRetentionServiceWith(t, dir, now, func(*serve.Config) {})
+}
+
+// startRetentionServiceWith is startRetentionService with the configuration
+// edited by edit.
+func startRetentionServiceWith(t *testing.T, dir string, now func() time.Time, edit func(*serve.Config)) *serve.Service {
 	t.Helper()
 	cfg := serve.DefaultConfig()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", dir
@@ -38,6 +46,7 @@ func startRetentionService(t *testing.T, dir string, now func() time.Time) *serv
 	cfg.Retention.Interval = 1000 * time.Hour
 	cfg.Retention.SegmentEvents = 4
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	edit(&cfg)
 	s, err := serve.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("serve.Start = %v", err)
@@ -213,6 +222,76 @@ func TestRetentionRetiresArchivesAndPurges(t *testing.T) {
 	}
 	rebuilt := dumpFile(t, filepath.Join(dir, "projections.db"))
 	if diff := cmp.Diff(live1, rebuilt); diff != "" {
+		t.Errorf("replayed projections differ from the live ones (-live +replayed):\n%s", diff)
+	}
+}
+
+// TestRetentionArchivesIntoABucket: with --archive-dir nats://<bucket>, a
+// retention run archives into an object store bucket on the ledger's
+// server before it purges; the retired Turn's dispatch_key still finds it;
+// after a restart the feed below the horizon still answers 410, and a
+// replay reads the bucket and the stream into what serve had.
+func TestRetentionArchivesIntoABucket(t *testing.T) {
+	dir := t.TempDir()
+	clock := &testclock.Offset{}
+	bucket := func(c *serve.Config) { c.Retention.ArchiveDir = "nats://tl-archive" }
+	s := startRetentionServiceWith(t, dir, clock.Now, bucket)
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			s.Close()
+		}
+	})
+	admin := adminClient(t, s.URL(), dir)
+	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
+	w := agentClient(t, admin, "p1", "worker", 2)
+	old := dispatchIn(req, "worker", "k-old")
+	w.call("POST", "/v3r1/projects/p1/turns/"+old+":finish", map[string]any{"claim": claimIn(w, "worker"), "outcome": "succeeded", "final_payload": nil, "final_record_role": ""}, 200)
+	clock.Advance(48 * time.Hour)
+	recent := dispatchIn(req, "worker", "k-recent")
+	if err := s.Retention().Once(t.Context()); err != nil {
+		t.Fatalf("retention run = %v", err)
+	}
+	st := s.Retention().Status()
+	if st.HorizonLedgerSeq <= 1 || st.ArchiveBytes == 0 || st.TurnsRetiredTotal != 1 || st.LastError != "" {
+		t.Fatalf("retention status = %+v, want a horizon, an archive and one Turn retired", st)
+	}
+	js, err := jetstream.New(s.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ledger.ReadObjectArchive(t.Context(), js, "tl-archive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, err := a.Segments()
+	if err != nil || len(segs) == 0 || segs[len(segs)-1].Last != st.HorizonLedgerSeq-1 {
+		t.Fatalf("the bucket's segments = %+v, %v; want them to end below the horizon %d", segs, err, st.HorizonLedgerSeq)
+	}
+	for _, seg := range segs {
+		if _, err := a.Verify(seg); err != nil {
+			t.Errorf("Verify(%s) = %v", seg.Name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "archive")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an archive directory beside a bucket archive: %v", err)
+	}
+	if again := dispatchIn(req, "worker", "k-old"); again != old {
+		t.Errorf("dispatch k-old again = %s, want the retired Turn %s", again, old)
+	}
+	live := dumpAfterClose(t, s, dir)
+	stopped = true
+
+	s = startRetentionServiceWith(t, dir, clock.Now, bucket)
+	req.base = s.URL()
+	req.call("GET", "/v3r1/projects/p1/projection/feed", nil, 410)
+	req.call("GET", "/v3r1/projects/p1/turns/"+recent, nil, 200)
+	s.Close()
+	var out bytes.Buffer
+	if code := Main(t.Context(), []string{"replay", "--data", dir, "--archive-dir", "nats://tl-archive"}, &out, &out); code != 0 {
+		t.Fatalf("turnledger replay = %d:\n%s", code, out.String())
+	}
+	if diff := cmp.Diff(live, dumpFile(t, filepath.Join(dir, "projections.db"))); diff != "" {
 		t.Errorf("replayed projections differ from the live ones (-live +replayed):\n%s", diff)
 	}
 }

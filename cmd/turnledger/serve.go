@@ -32,7 +32,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Kernel.MaxDepth, "max-depth", cfg.Kernel.MaxDepth, "deepest child Turn")
 	fs.DurationVar(&cfg.Retention.RetainFinished, "retain-finished", 0, "retention: archive events older than this to <data>/archive and purge them from the stream, and retire Turn trees finished longer ago than this (and than the 24h idempotency memory) from the projections (0: keep everything; see docs/retention.md)")
 	fs.DurationVar(&cfg.Retention.Interval, "retention-interval", serve.DefaultRetentionInterval, "time between retention runs (with --retain-finished)")
-	fs.StringVar(&cfg.Retention.ArchiveDir, "archive-dir", "", "the archive directory (default <data>/archive)")
+	fs.StringVar(&cfg.Retention.ArchiveDir, "archive-dir", "", "the archive directory (default <data>/archive), or nats://<bucket>: a NATS object store bucket on the ledger's server, replicated as the stream")
 	fs.Float64Var(&cfg.Retention.CompactFreeShare, "compact-free-share", cfg.Retention.CompactFreeShare, "at start, compact projections.db when at least this share of its pages is free (after retention retired much of it); 0: never")
 	fs.Func("projection-sync", "when the projection file is fsynced: close (at shutdown; a crash of the machine makes serve rebuild it from the ledger; the default) or commit (every commit)", projectionSyncFlag(&cfg.ProjectionSync))
 	fs.Func("sync", "embedded NATS durability (not with --nats-url, whose server keeps its own): always (fsync each append: survives power loss; the default) or interval (fsync every 2m: survives a process crash)", syncFlag(&cfg.Sync))
