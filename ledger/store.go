@@ -65,6 +65,10 @@ type Store struct {
 	mu    sync.Mutex // ExpectStream mode: serializes appends, guards heads
 	heads heads
 
+	// group makes appends durable in groups (groupsync.go); nil when the
+	// server syncs as its configuration says.
+	group *groupSync
+
 	// refused is, per project, the expectation of its last append refused
 	// for a wrong last sequence (deleted on a success).
 	refused sync.Map

@@ -292,13 +292,18 @@ func openLedger(ctx context.Context, dataDir, natsURL string, auth NATSAuth, cfg
 	if natsURL == "" {
 		ecfg := ledger.DefaultEmbeddedConfig(filepath.Join(dataDir, "nats"))
 		ecfg.Sync = sync
+		// --sync always: an append is durable once a shared fsync covers
+		// it, and the engine answers only then (ledger/groupsync.go).
+		ecfg.GroupCommit = true
 		if emb, err = ledger.StartEmbedded(ecfg); err != nil {
 			return nil, nil, nil, err
 		}
-		if nc, err = emb.Connect(); err != nil {
+		if nc, l, err = emb.Open(ctx, cfg); err != nil {
 			return nil, nil, nil, err
 		}
-	} else if nc, err = nats.Connect(natsURL, auth.Options()...); err != nil {
+		return emb, nc, l, nil
+	}
+	if nc, err = nats.Connect(natsURL, auth.Options()...); err != nil {
 		return nil, nil, nil, fmt.Errorf("connect to NATS at %s: %w", RedactURLs(natsURL), err)
 	}
 	if l, err = ledger.Open(ctx, nc, cfg); err != nil {

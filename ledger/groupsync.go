@@ -1,0 +1,225 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/turnledger/turnledger/kernel"
+)
+
+// Group commit.
+//
+// With SyncAlways, nats-server fsyncs every message before it acknowledges
+// it, one after another: a project's appends, and so its commands, cost an
+// fsync each (about 2,000/s here), however many wait. An atomic batch
+// shares one fsync among its messages, but every batch also stages its
+// messages in a file store of its own, made and removed per batch (about 21
+// ms a batch on this machine, whatever its size: see docs/speed.md).
+//
+// So the embedded server runs without SyncAlways, and the Store makes
+// appends durable itself, many at a time, as a database's group commit
+// does: the server writes each message to its block file before it
+// acknowledges it (a single-replica file stream flushes in place), and
+// an fsync of the stream's block files then makes every message written
+// before it started durable. Durable(ctx) returns once an fsync that began
+// after the call has ended; the callers that arrive while one runs share
+// the next. fsync works on the file, not on the descriptor, so the Store's
+// own descriptors serve. The engine answers a command only after Durable,
+// so an acknowledged command survives a power loss as with SyncAlways,
+// while the commands waiting at once share one fsync.
+
+// groupSync fsyncs the block files of one stream of an embedded server, for
+// every caller waiting at once.
+type groupSync struct {
+	dir string // the stream's msgs directory
+
+	// synced is the highest ledger_seq known durable: every message the
+	// server had acknowledged to anyone when the last fsync began.
+	synced atomic.Uint64
+	// seen is the highest ledger_seq a caller of wait has met (appended,
+	// read or asked to make durable).
+	seen atomic.Uint64
+
+	mu   sync.Mutex
+	cur  *syncRound // the fsync in flight; nil when none
+	next *syncRound // the callers that arrived since it began; nil when none
+
+	fmu    sync.Mutex       // held by a round's fsync and by close
+	files  map[int]*os.File // open block files, by index
+	top    int              // the highest block index synced so far
+	closed bool
+}
+
+type syncRound struct {
+	done chan struct{}
+	err  error
+}
+
+// newGroupSync fsyncs the stream's files under the embedded server's store
+// directory (the global account: the embedded server has no others).
+func newGroupSync(storeDir, stream string) *groupSync {
+	return &groupSync{
+		dir:   filepath.Join(storeDir, "jetstream", "$G", "streams", stream, "msgs"),
+		files: map[int]*os.File{},
+	}
+}
+
+// wait returns once the message at ledger_seq seq, which the server has
+// acknowledged, is durable: at once when an fsync that began after its
+// acknowledgement has ended, otherwise when one that begins after the call
+// ends (with its error), or when ctx ends.
+func (g *groupSync) wait(ctx context.Context, seq uint64) error {
+	if seq <= g.synced.Load() {
+		return nil
+	}
+	raise(&g.seen, seq)
+	g.mu.Lock()
+	var r *syncRound
+	switch {
+	case g.cur == nil:
+		r = &syncRound{done: make(chan struct{})}
+		g.cur = r
+		go g.run(r)
+	case g.next == nil:
+		r = &syncRound{done: make(chan struct{})}
+		g.next = r
+	default:
+		r = g.next
+	}
+	g.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run runs round r and then the rounds that queued behind it, one after
+// another.
+func (g *groupSync) run(r *syncRound) {
+	for r != nil {
+		// Every message up to what the callers have seen was written
+		// before this fsync begins.
+		covers := g.seen.Load()
+		if r.err = g.fsync(); r.err == nil {
+			raise(&g.synced, covers)
+		}
+		close(r.done)
+		g.mu.Lock()
+		g.cur, g.next = g.next, nil
+		r = g.cur
+		g.mu.Unlock()
+	}
+}
+
+// fsync fsyncs every block file from the highest one synced last time on
+// (a block written to before the server moved on to the next has unsynced
+// writes too), and the directory when it holds a block not synced before.
+func (g *groupSync) fsync() error {
+	g.fmu.Lock()
+	defer g.fmu.Unlock()
+	if g.closed {
+		return errors.New("ledger: group commit: the embedded server is closed")
+	}
+	ents, err := os.ReadDir(g.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // no message stored yet
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: group commit: %w", err)
+	}
+	top, grew := g.top, false
+	for _, ent := range ents {
+		name := ent.Name()
+		if !strings.HasSuffix(name, ".blk") {
+			continue
+		}
+		i, err := strconv.Atoi(strings.TrimSuffix(name, ".blk"))
+		if err != nil || i < g.top {
+			continue
+		}
+		f := g.files[i]
+		if f == nil {
+			if f, err = os.Open(filepath.Join(g.dir, name)); errors.Is(err, os.ErrNotExist) {
+				continue // removed since the listing (an empty block)
+			} else if err != nil {
+				return fmt.Errorf("ledger: group commit: %w", err)
+			}
+			g.files[i] = f
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("ledger: group commit: fsync %s: %w", name, err)
+		}
+		if i > top {
+			top, grew = i, true
+		}
+	}
+	if grew || g.top == 0 {
+		d, err := os.Open(g.dir)
+		if err != nil {
+			return fmt.Errorf("ledger: group commit: %w", err)
+		}
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return fmt.Errorf("ledger: group commit: fsync %s: %w", g.dir, err)
+		}
+	}
+	for i, f := range g.files {
+		if i < top {
+			f.Close()
+			delete(g.files, i)
+		}
+	}
+	g.top = top
+	return nil
+}
+
+// raise sets a to v if v is higher.
+func raise(a *atomic.Uint64, v uint64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// close closes the block files held open.
+func (g *groupSync) close() {
+	g.fmu.Lock()
+	defer g.fmu.Unlock()
+	g.closed = true
+	for i, f := range g.files {
+		f.Close()
+		delete(g.files, i)
+	}
+}
+
+// Durable returns once the event at ledger_seq seq (acknowledged by the
+// server: appended, or read) is durable as the configured sync mode
+// promises. On a Store opened with Embedded.Open under GroupCommit it waits
+// for a shared fsync (groupsync.go); otherwise the server has synced as its
+// configuration says before it acknowledged the event, and Durable returns
+// at once. An error means the event may not survive a power loss: a client
+// should retry with its Idempotency-Key.
+func (s *Store) Durable(ctx context.Context, seq uint64) error {
+	if s.group == nil || seq == 0 {
+		return nil
+	}
+	if err := s.group.wait(ctx, seq); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %w", kernel.Errorf(kernel.Unavailable, "the ledger could not make the change durable (fsync failed); retry later with the same Idempotency-Key"), err)
+	}
+	return nil
+}
