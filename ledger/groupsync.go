@@ -47,9 +47,11 @@ type groupSync struct {
 	// read or asked to make durable).
 	seen atomic.Uint64
 
-	mu   sync.Mutex
-	cur  *syncRound // the fsync in flight; nil when none
-	next *syncRound // the callers that arrived since it began; nil when none
+	mu     sync.Mutex
+	cur    *syncRound // the fsync in flight; nil when none
+	next   *syncRound // the callers that arrived since it began; nil when none
+	joined uint64     // callers that waited for a round, ever
+	rounds uint64     // rounds begun, ever
 
 	fmu    sync.Mutex       // held by a round's fsync and by close
 	files  map[int]*os.File // open block files, by index
@@ -81,11 +83,13 @@ func (g *groupSync) wait(ctx context.Context, seq uint64) error {
 	}
 	raise(&g.seen, seq)
 	g.mu.Lock()
+	g.joined++
 	var r *syncRound
 	switch {
 	case g.cur == nil:
 		r = &syncRound{done: make(chan struct{})}
 		g.cur = r
+		g.rounds++
 		go g.run(r)
 	case g.next == nil:
 		r = &syncRound{done: make(chan struct{})}
@@ -115,7 +119,9 @@ func (g *groupSync) run(r *syncRound) {
 		close(r.done)
 		g.mu.Lock()
 		g.cur, g.next = g.next, nil
-		r = g.cur
+		if r = g.cur; r != nil {
+			g.rounds++
+		}
 		g.mu.Unlock()
 	}
 }
@@ -222,4 +228,15 @@ func (s *Store) Durable(ctx context.Context, seq uint64) error {
 		return fmt.Errorf("%w: %w", kernel.Errorf(kernel.Unavailable, "the ledger could not make the change durable (fsync failed); retry later with the same Idempotency-Key"), err)
 	}
 	return nil
+}
+
+// DurableSeq is the highest ledger_seq known durable by the group commit
+// (every event at or below it survives a power loss), 0 when the Store does
+// not commit in groups (the server then syncs as configured before it
+// acknowledges).
+func (s *Store) DurableSeq() uint64 {
+	if s.group == nil {
+		return 0
+	}
+	return s.group.synced.Load()
 }
