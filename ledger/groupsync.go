@@ -240,3 +240,14 @@ func (s *Store) DurableSeq() uint64 {
 	}
 	return s.group.synced.Load()
 }
+
+// Fsyncs is how many group fsyncs the Store has made (0 when it does not
+// commit in groups): appends over fsyncs is the size of a group.
+func (s *Store) Fsyncs() uint64 {
+	if s.group == nil {
+		return 0
+	}
+	s.group.mu.Lock()
+	defer s.group.mu.Unlock()
+	return s.group.rounds
+}

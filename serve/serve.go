@@ -358,6 +358,10 @@ func (s *Service) Store() *projection.Store { return s.store }
 // NATS is the connection to the NATS server the ledger is on.
 func (s *Service) NATS() *nats.Conn { return s.nc }
 
+// Embedded is the embedded NATS server, nil with an external one (the
+// bench opens a ledger of its own on it, committing in groups as serve's).
+func (s *Service) Embedded() *ledger.Embedded { return s.embedded }
+
 // Reaper is the reaper of expired claims.
 func (s *Service) Reaper() *engine.Reaper { return s.reaper }
 
