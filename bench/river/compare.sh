@@ -4,6 +4,7 @@
 #   durable:     turnledger --sync always    vs PostgreSQL's defaults
 #   crash-safe:  turnledger --sync interval  vs synchronous_commit=off
 # Usage: bench/river/compare.sh [rounds (2)] [duration (15s)] [agents (64)]
+# TL_BENCH_ARGS adds flags to every turnledger bench (e.g. "--projects 8").
 # Starts a throwaway PostgreSQL on 127.0.0.1 (Debian's, installed if
 # missing, as .ci/postgres.sh does) and removes it on exit. Prints every
 # command line before its output.
@@ -60,8 +61,9 @@ for round in $(seq 1 "$rounds"); do
     if [ "$class" = durable ]; then sync=always; pgopts=""; else sync=interval; pgopts="-c synchronous_commit=off"; fi
     echo
     echo "=== round $round, $class"
-    echo "\$ turnledger bench --agents $agents --duration $duration --sync $sync"
-    "$work/turnledger" bench --agents "$agents" --duration "$duration" --sync "$sync" 2>/dev/null
+    echo "\$ turnledger bench --agents $agents --duration $duration --sync $sync ${TL_BENCH_ARGS:-}"
+    # shellcheck disable=SC2086 # TL_BENCH_ARGS is a list of flags
+    "$work/turnledger" bench --agents "$agents" --duration "$duration" --sync "$sync" ${TL_BENCH_ARGS:-} 2>/dev/null
     pg_start "$pgopts"
     echo "\$ riverbench --inserters $agents --duration $duration --fetch-cooldown 1ms  (PostgreSQL ${pgopts:-defaults})"
     "$work/riverbench" --url "postgres://postgres@127.0.0.1:$port/riverbench" --inserters "$agents" --duration "$duration" --fetch-cooldown 1ms
