@@ -159,3 +159,62 @@ func TestGroupCommitAnswersEveryCommandOfOneProject(t *testing.T) {
 		t.Errorf("ledger has claims of %d turns and %d finishes, want %d and %d", len(claims), finishes, len(won), finished)
 	}
 }
+
+// failingDurable fails Durable as Unavailable while fail is set, as a
+// failing fsync would, and otherwise passes through.
+type failingDurable struct {
+	engine.Ledger
+	mu   sync.Mutex
+	fail bool
+}
+
+func (l *failingDurable) Durable(ctx context.Context, seq uint64) error {
+	l.mu.Lock()
+	fail := l.fail
+	l.mu.Unlock()
+	if fail {
+		return fmt.Errorf("test: fsync failed: %w", kernel.Errorf(kernel.Unavailable, "fsync failed"))
+	}
+	return l.Ledger.Durable(ctx, seq)
+}
+
+// TestCommandsOfAFailedFsyncAnswerUnavailable: when the fsync that would
+// make them durable fails, every command waiting for it (a success and a
+// refusal alike) is answered Unavailable, since its event or its grounds
+// may not survive a power loss; a retry with the same Idempotency-Key then
+// answers the original change, appending nothing more.
+func TestCommandsOfAFailedFsyncAnswerUnavailable(t *testing.T) {
+	engines, stores := newGroupEngines(t, 1)
+	register(t, engines[0], "worker", 1)
+	fl := &failingDurable{Ledger: stores[0], fail: true}
+	e, err := engine.New(fl, engine.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	before, _ := stores[0].LastSeq(ctx, "p1")
+	hb := kernel.Heartbeat{Common: keyed("k", "{}"), AgentID: "worker"}
+	if _, err := e.Execute(ctx, "p1", hb); kernel.ErrorKind(err) != kernel.Unavailable {
+		t.Fatalf("Execute whose fsync fails = %v, want Unavailable", err)
+	}
+	// A refusal decided on that state waits for the same fsync.
+	if _, err := e.Execute(ctx, "p1", kernel.Heartbeat{Common: admin, AgentID: "nobody"}); kernel.ErrorKind(err) != kernel.Unavailable {
+		t.Fatalf("a refusal resting on an event not durable = %v, want Unavailable", err)
+	}
+	fl.mu.Lock()
+	fl.fail = false
+	fl.mu.Unlock()
+	seq, err := e.Execute(ctx, "p1", hb)
+	if err != nil || seq != before+1 {
+		t.Fatalf("retry after the failed fsync = %d, %v; want the original change at %d", seq, err, before+1)
+	}
+	if last, _ := stores[0].LastSeq(ctx, "p1"); last != before+1 {
+		t.Errorf("ledger ends at %d, want %d: one event", last, before+1)
+	}
+	if d := stores[0].DurableSeq(); d < seq {
+		t.Errorf("DurableSeq = %d after the retry was answered at %d", d, seq)
+	}
+	if _, err := e.Execute(ctx, "p1", kernel.Heartbeat{Common: admin, AgentID: "nobody"}); kernel.ErrorKind(err) != kernel.NotFound {
+		t.Errorf("the refusal once durable = %v, want %s", err, kernel.NotFound)
+	}
+}

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -129,5 +131,47 @@ func TestFollowHandsOverOnlyDurableEvents(t *testing.T) {
 	<-done
 	if got < n || notDurable != 0 {
 		t.Errorf("Follow handed over %d events, %d batches before they were durable; want %d and 0", got, notDurable, n)
+	}
+}
+
+// TestFailedFsyncFailsEveryWaiter: an fsync that fails fails every caller
+// waiting for it, as Unavailable, and leaves DurableSeq where it was; the
+// next one that succeeds covers their events.
+func TestFailedFsyncFailsEveryWaiter(t *testing.T) {
+	s := openGroup(t)
+	ctx := context.Background()
+	seq, err := s.Append(ctx, "p1", 0, heartbeat("a0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.group
+	dir := g.dir
+	g.fmu.Lock()
+	g.dir = filepath.Join(t.TempDir(), "not-a-directory")
+	if err := os.WriteFile(g.dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.fmu.Unlock()
+	const n = 4
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = s.Durable(ctx, seq) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if kernel.ErrorKind(err) != kernel.Unavailable {
+			t.Errorf("waiter %d of a failed fsync = %v, want %s", i, err, kernel.Unavailable)
+		}
+	}
+	if d := s.DurableSeq(); d >= seq {
+		t.Errorf("DurableSeq = %d after a failed fsync, want below %d", d, seq)
+	}
+	g.fmu.Lock()
+	g.dir = dir
+	g.fmu.Unlock()
+	if err := s.Durable(ctx, seq); err != nil || s.DurableSeq() < seq {
+		t.Errorf("Durable once fsync works again = %v with DurableSeq %d, want nil and at least %d", err, s.DurableSeq(), seq)
 	}
 }
