@@ -14,7 +14,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,6 +130,7 @@ func run(url string, inserters, maxWorkers int, d, cooldown, poll time.Duration)
 	defer client.Stop(context.Background())
 
 	var n atomic.Int64
+	cpu0 := cpuSeconds()
 	lats := make([][]time.Duration, inserters)
 	errs := make([]error, inserters)
 	start := time.Now()
@@ -163,6 +167,7 @@ func run(url string, inserters, maxWorkers int, d, cooldown, poll time.Duration)
 	}
 	wg.Wait()
 	el := time.Since(start)
+	cpu := cpuSeconds() - cpu0
 	var all []time.Duration
 	for i := range inserters {
 		if errs[i] != nil {
@@ -182,5 +187,42 @@ func run(url string, inserters, maxWorkers int, d, cooldown, poll time.Duration)
 	pool.QueryRow(ctx, `SHOW fsync`).Scan(&fs)
 	fmt.Printf("river: %d inserters, MaxWorkers %d, FetchCooldown %v, FetchPollInterval %v; PostgreSQL synchronous_commit=%s fsync=%s\n", inserters, maxWorkers, cooldown, poll, sc, fs)
 	fmt.Printf("%.1f s: %d lifecycles, %.0f lifecycles/s; lifecycle p50 %.2f ms, p95 %.2f ms, p99 %.2f ms\n", el.Seconds(), len(all), float64(len(all))/el.Seconds(), q(0.5), q(0.95), q(0.99))
+	fmt.Printf("CPU %.2f cores (PostgreSQL's processes and this one), %.0f µs per lifecycle\n", cpu/el.Seconds(), 1e6*cpu/float64(max(len(all), 1)))
 	return nil
+}
+
+// cpuSeconds is the CPU time used so far by this process and every
+// process named postgres (the server, its backends and workers), from
+// /proc: comparable with turnledger bench's CPU of server and load
+// generator.
+func cpuSeconds() float64 {
+	const ticks = 100 // USER_HZ on Linux
+	read := func(stat string) float64 {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return 0
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			return 0
+		}
+		name := s[strings.IndexByte(s, '(')+1 : i]
+		if stat != "/proc/self/stat" && name != "postgres" {
+			return 0
+		}
+		f := strings.Fields(s[i+2:])
+		if len(f) < 13 {
+			return 0
+		}
+		u, _ := strconv.ParseFloat(f[11], 64)
+		k, _ := strconv.ParseFloat(f[12], 64)
+		return (u + k) / ticks
+	}
+	total := read("/proc/self/stat")
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		total += read(st)
+	}
+	return total
 }
