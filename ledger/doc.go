@@ -179,10 +179,11 @@
 // Store.Fsyncs how many fsyncs were made. A Store opened otherwise, or on
 // an external server, has nothing to wait for: Durable returns at once,
 // the server having synced as its own configuration says. The levers not
-// kept, measured (BenchmarkGroupCommit): atomic batches (about 21 ms each
-// under SyncAlways, whatever their size: the server stages every batch in
-// a file store made and removed for it) and pipelined appends with
-// chained expectations (each message is still fsynced on its own).
+// kept, measured with BenchmarkGroupCommit (figures in docs/speed.md):
+// atomic batches (the server stages every batch in a file store made and
+// removed for it, which costs more than the fsyncs saved) and pipelined
+// appends with chained expectations (each message is still fsynced on its
+// own).
 //
 // # Speed
 //

@@ -175,7 +175,14 @@ func (e *Embedded) Open(ctx context.Context, cfg Config) (*nats.Conn, *Store, er
 		return nil, nil, err
 	}
 	if e.group {
-		s.group = newGroupSync(e.storeDir, s.cfg.Stream)
+		if s.cfg.Storage != FileStorage {
+			// Nothing to fsync: memory storage keeps no promise past the process.
+			return nc, s, nil
+		}
+		if s.group, err = newGroupSync(e.storeDir, s.cfg.Stream); err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
 		e.mu.Lock()
 		e.groups = append(e.groups, s.group)
 		e.mu.Unlock()

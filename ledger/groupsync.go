@@ -18,30 +18,39 @@ import (
 //
 // With SyncAlways, nats-server fsyncs every message before it acknowledges
 // it, one after another: a project's appends, and so its commands, cost an
-// fsync each (about 2,000/s here), however many wait. An atomic batch
-// shares one fsync among its messages, but every batch also stages its
-// messages in a file store of its own, made and removed per batch (about 21
-// ms a batch on this machine, whatever its size: see docs/speed.md).
+// fsync each, however many wait. An atomic batch shares one fsync among its
+// messages, but the server also stages every batch in a file store of its
+// own, made and removed per batch, which costs more than the fsync saved
+// (docs/speed.md has the figures).
 //
-// So the embedded server runs without SyncAlways, and the Store makes
-// appends durable itself, many at a time, as a database's group commit
-// does: the server writes each message to its block file before it
-// acknowledges it (a single-replica file stream flushes in place), and
-// an fsync of the stream's block files then makes every message written
-// before it started durable. Durable(ctx) returns once an fsync that began
-// after the call has ended; the callers that arrive while one runs share
-// the next. fsync works on the file, not on the descriptor, so the Store's
-// own descriptors serve. The engine answers a command only after Durable,
-// so an acknowledged command survives a power loss as with SyncAlways,
-// while the commands waiting at once share one fsync.
+// So under EmbeddedConfig.GroupCommit the embedded server runs without
+// SyncAlways, and the Store makes appends durable itself, many at a time, as
+// a database's group commit does: the server writes each message to its
+// block file before it acknowledges it (a single-replica file stream
+// flushes in place), and an fsync of the stream's block files then makes
+// every message written before it began durable. Durable(ctx, seq) returns
+// once an fsync that began after the event at seq was acknowledged has
+// ended; the callers that arrive while one runs share the next. fsync
+// works on the file, not on the descriptor, so the Store's own descriptors
+// serve. The engine answers a command only after Durable, so an
+// acknowledged command survives a power loss as with SyncAlways, while the
+// commands waiting at once share one fsync.
+//
+// The files are found where nats-server keeps a stream of the global
+// account: <store>/jetstream/$G/streams/<stream>/msgs/<index>.blk. Open
+// checks that the directory is there, and an fsync that finds no block
+// file while events have been acknowledged fails rather than sync nothing,
+// so a server that lays its files out otherwise is an error, never a
+// silent loss of durability.
 
 // groupSync fsyncs the block files of one stream of an embedded server, for
 // every caller waiting at once.
 type groupSync struct {
 	dir string // the stream's msgs directory
 
-	// synced is the highest ledger_seq known durable: every message the
-	// server had acknowledged to anyone when the last fsync began.
+	// synced is the highest ledger_seq known durable: the highest a caller
+	// of wait had met when the last successful fsync began (the server
+	// writes messages in order, so every one below it was written too).
 	synced atomic.Uint64
 	// seen is the highest ledger_seq a caller of wait has met (appended,
 	// read or asked to make durable).
@@ -65,12 +74,14 @@ type syncRound struct {
 }
 
 // newGroupSync fsyncs the stream's files under the embedded server's store
-// directory (the global account: the embedded server has no others).
-func newGroupSync(storeDir, stream string) *groupSync {
-	return &groupSync{
-		dir:   filepath.Join(storeDir, "jetstream", "$G", "streams", stream, "msgs"),
-		files: map[int]*os.File{},
+// directory (the global account: the embedded server has no others). The
+// stream must exist: its directory is checked.
+func newGroupSync(storeDir, stream string) (*groupSync, error) {
+	dir := filepath.Join(storeDir, "jetstream", "$G", "streams", stream, "msgs")
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("ledger: group commit: the embedded server keeps stream %s elsewhere than %s (%v): the group commit cannot make its appends durable", stream, dir, err)
 	}
+	return &groupSync{dir: dir, files: map[int]*os.File{}}, nil
 }
 
 // wait returns once the message at ledger_seq seq, which the server has
@@ -136,13 +147,10 @@ func (g *groupSync) fsync() error {
 		return errors.New("ledger: group commit: the embedded server is closed")
 	}
 	ents, err := os.ReadDir(g.dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil // no message stored yet
-	}
 	if err != nil {
 		return fmt.Errorf("ledger: group commit: %w", err)
 	}
-	top, grew := g.top, false
+	top, grew, blocks := g.top, false, 0
 	for _, ent := range ents {
 		name := ent.Name()
 		if !strings.HasSuffix(name, ".blk") {
@@ -164,9 +172,13 @@ func (g *groupSync) fsync() error {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("ledger: group commit: fsync %s: %w", name, err)
 		}
+		blocks++
 		if i > top {
 			top, grew = i, true
 		}
+	}
+	if blocks == 0 && g.seen.Load() > 0 {
+		return fmt.Errorf("ledger: group commit: no block file in %s, where the embedded server keeps the stream's messages", g.dir)
 	}
 	if grew || g.top == 0 {
 		d, err := os.Open(g.dir)
