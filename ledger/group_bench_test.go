@@ -27,40 +27,13 @@ import (
 //	go test ./ledger -run '^$' -bench GroupCommit -benchtime 2s
 func BenchmarkGroupCommit(b *testing.B) {
 	for _, sync := range []ledger.Sync{ledger.SyncAlways, ledger.SyncInterval} {
-		open := func(b *testing.B) (*ledger.Store, *nats.Conn) {
-			cfg := ledger.DefaultEmbeddedConfig(b.TempDir())
-			cfg.Sync = sync
-			e, err := ledger.StartEmbedded(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { e.Close() })
-			nc, err := e.Connect()
-			if err != nil {
-				b.Fatal(err)
-			}
-			s, err := ledger.Open(context.Background(), nc, ledger.DefaultConfig())
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s, nc
-		}
 		b.Run(string(sync)+"/sequential", func(b *testing.B) {
-			s, _ := open(b)
-			ev := record("p1", "t1", 1)
-			var last uint64
-			for b.Loop() {
-				seq, err := s.Append(context.Background(), "p1", last, ev)
-				if err != nil {
-					b.Fatal(err)
-				}
-				last = seq
-			}
-			eventsPerSecond(b, b.N)
+			s, _ := openSync(b, sync, false)
+			appendInSequence(b, s)
 		})
 		for _, n := range []int{2, 8, 32, 64, 256} {
 			b.Run(fmt.Sprintf("%s/batch-%d", sync, n), func(b *testing.B) {
-				s, _ := open(b)
+				s, _ := openSync(b, sync, false)
 				batch := make([]kernel.Event, n)
 				for i := range batch {
 					batch[i] = record("p1", "t1", 1)
@@ -78,7 +51,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 		}
 		for _, n := range []int{8, 64} {
 			b.Run(fmt.Sprintf("%s/pipelined-%d", sync, n), func(b *testing.B) {
-				_, nc := open(b)
+				_, nc := openSync(b, sync, false)
 				js, err := jetstream.New(nc)
 				if err != nil {
 					b.Fatal(err)
@@ -112,39 +85,13 @@ func BenchmarkGroupCommit(b *testing.B) {
 			})
 		}
 	}
-	openGroup := func(b *testing.B) *ledger.Store {
-		cfg := ledger.DefaultEmbeddedConfig(b.TempDir())
-		cfg.GroupCommit = true
-		e, err := ledger.StartEmbedded(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { e.Close() })
-		_, s, err := e.Open(context.Background(), ledger.DefaultConfig())
-		if err != nil {
-			b.Fatal(err)
-		}
-		return s
-	}
 	b.Run("group/sequential", func(b *testing.B) {
-		s := openGroup(b)
-		ev := record("p1", "t1", 1)
-		var last uint64
-		for b.Loop() {
-			seq, err := s.Append(context.Background(), "p1", last, ev)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := s.Durable(context.Background(), seq); err != nil {
-				b.Fatal(err)
-			}
-			last = seq
-		}
-		eventsPerSecond(b, b.N)
+		s, _ := openSync(b, ledger.SyncAlways, true)
+		appendInSequence(b, s)
 	})
 	for _, n := range []int{8, 64} {
 		b.Run(fmt.Sprintf("group/%d-writers", n), func(b *testing.B) {
-			s := openGroup(b)
+			s, _ := openSync(b, ledger.SyncAlways, true)
 			ev := record("p1", "t1", 1)
 			var mu sync.Mutex
 			var last uint64
