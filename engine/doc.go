@@ -64,9 +64,9 @@
 // server, which syncs as its own configuration says.
 //
 // Reads (authentication, read checks, View) may see events acknowledged by
-// the server and not yet durable; they answer nothing about them that a
-// command could not, and a credential or claim token is only handed out
-// with its command's answer, after the fsync. The projections never see
+// the server and not yet durable: an authentication may be refused for a
+// revocation whose command has not been answered yet. A credential or claim
+// token is only handed out with its command's answer, after the fsync. The projections never see
 // them: the ledger hands the projector only durable events (ledger.Follow),
 // so no read of a page, a feed or a Turn can show what a power loss could
 // take back.
