@@ -52,8 +52,8 @@ type groupSync struct {
 	// of wait had met when the last successful fsync began (the server
 	// writes messages in order, so every one below it was written too).
 	synced atomic.Uint64
-	// seen is the highest ledger_seq a caller of wait has met (appended,
-	// read or asked to make durable).
+	// seen is the highest ledger_seq known written: acknowledged to an
+	// append of this Store, or asked to be made durable by a caller of wait.
 	seen atomic.Uint64
 
 	mu     sync.Mutex
@@ -71,6 +71,10 @@ type groupSync struct {
 type syncRound struct {
 	done chan struct{}
 	err  error
+	// covers is seen as the round's fsync was about to begin (0 until
+	// then): every event at or below it was written before the fsync.
+	// Guarded by groupSync.mu.
+	covers uint64
 }
 
 // newGroupSync fsyncs the stream's files under the embedded server's store
@@ -97,6 +101,10 @@ func (g *groupSync) wait(ctx context.Context, seq uint64) error {
 	g.joined++
 	var r *syncRound
 	switch {
+	case g.cur != nil && g.cur.covers >= seq:
+		// The fsync in flight began after seq was written (the projector,
+		// say, receives an event after the fsync that covers it began).
+		r = g.cur
 	case g.cur == nil:
 		r = &syncRound{done: make(chan struct{})}
 		g.cur = r
@@ -121,9 +129,12 @@ func (g *groupSync) wait(ctx context.Context, seq uint64) error {
 // another.
 func (g *groupSync) run(r *syncRound) {
 	for r != nil {
-		// Every message up to what the callers have seen was written
-		// before this fsync begins.
+		// Every message up to what is known written was written before
+		// this fsync begins.
+		g.mu.Lock()
 		covers := g.seen.Load()
+		r.covers = covers
+		g.mu.Unlock()
 		if r.err = g.fsync(); r.err == nil {
 			raise(&g.synced, covers)
 		}
@@ -199,6 +210,14 @@ func (g *groupSync) fsync() error {
 	}
 	g.top = top
 	return nil
+}
+
+// acked notes that the server acknowledged an append at ledger_seq seq:
+// it is written, so the next fsync to begin covers it.
+func (s *Store) acked(seq uint64) {
+	if s.group != nil {
+		raise(&s.group.seen, seq)
+	}
 }
 
 // raise sets a to v if v is higher.

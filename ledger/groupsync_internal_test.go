@@ -50,7 +50,15 @@ func TestGroupCommitSharesOneFsync(t *testing.T) {
 
 	// Hold the fsync back while ten appends wait for durability.
 	g := s.group
+	joined := func() uint64 { g.mu.Lock(); defer g.mu.Unlock(); return g.joined }
+	base := joined()
 	g.fmu.Lock()
+	held := true
+	defer func() {
+		if held { // a failed check below: let the fsync and Close go on
+			g.fmu.Unlock()
+		}
+	}()
 	const n = 10
 	seqs := make([]uint64, n)
 	errs := make([]error, n)
@@ -75,12 +83,11 @@ func TestGroupCommitSharesOneFsync(t *testing.T) {
 			errs[i] = s.Durable(ctx, seq)
 		}()
 	}
-	joined := func() uint64 { g.mu.Lock(); defer g.mu.Unlock(); return g.joined }
-	base := joined()
 	checkfor.Until(t, 10*time.Second, "ten callers waiting for durability", func() bool { return joined() >= base+n })
 	if d := s.DurableSeq(); d > first {
 		t.Fatalf("DurableSeq = %d while the fsync was held back, want at most %d", d, first)
 	}
+	held = false
 	g.fmu.Unlock()
 	wg.Wait()
 	for i := range n {

@@ -253,6 +253,7 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 	if err != nil {
 		return 0, err
 	}
+	s.acked(seq)
 	return seq, nil
 }
 
@@ -395,6 +396,7 @@ func (s *Store) AppendBatch(ctx context.Context, project string, expectLast uint
 		seqs[i] = last - uint64(len(events)-1-i)
 	}
 	s.refused.Delete(project)
+	s.acked(last)
 	return seqs, nil
 }
 
