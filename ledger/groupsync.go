@@ -90,8 +90,9 @@ func newGroupSync(storeDir, stream string) (*groupSync, error) {
 
 // wait returns once the message at ledger_seq seq, which the server has
 // acknowledged, is durable: at once when an fsync that began after its
-// acknowledgement has ended, otherwise when one that begins after the call
-// ends (with its error), or when ctx ends.
+// acknowledgement has ended, otherwise when the one in flight ends if it
+// began after that, or else when one that begins after the call ends (with
+// its error); or when ctx ends.
 func (g *groupSync) wait(ctx context.Context, seq uint64) error {
 	if seq <= g.synced.Load() {
 		return nil
