@@ -100,9 +100,11 @@ func (b *bench) fill(ctx context.Context, dir string, res *Result) error {
 		return err
 	}
 	defer t.close()
-	if res.AppendsPerSec, res.AppendP50, err = b.appendRate(ctx, t.nc, time.Second); err != nil {
+	lim, err := b.appendRate(ctx, t, b.cfg.Agents, time.Second)
+	if err != nil {
 		return err
 	}
+	res.setLimit(lim)
 	shared := newHTTPClient(b.cfg.Agents)
 	defer shared.CloseIdleConnections()
 	adm, err := t.adminClient(shared)

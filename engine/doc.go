@@ -15,7 +15,8 @@
 //  2. decides (kernel.Decide) on the folded state at the engine's clock;
 //  3. appends the event with the expectation "the project's last ledger_seq
 //     is the one I folded" (Ledger.Append);
-//  4. evolves the write model with it (kernel.Evolve), releases the lock and
+//  4. evolves the write model with it (kernel.Evolve) and releases the lock;
+//  5. waits until the state it decided on is durable (Ledger.Durable), and
 //     answers the event's ledger_seq.
 //
 // A lost race (another instance appended first: kernel.ErrStale) is caught
@@ -32,6 +33,51 @@
 // confirmed the same way before it is answered: if the ledger moved on since
 // the state was folded, the engine catches up and decides again. Clients see
 // only real refusals, whichever instance they talk to.
+//
+// # Group commit, and what an answer promises
+//
+// Step 5 runs after the lock is released: while a command waits for its
+// event to become durable, the project's next commands decide and append,
+// and every command waiting at once shares one fsync (the ledger's group
+// commit, ledger/groupsync.go). The next command decides on a state that
+// holds events acknowledged by the server but not yet fsynced; its own
+// answer waits for a later fsync, which covers them too, so no answer ever
+// rests on an event that is not durable. This holds for refusals and for
+// commands that change nothing as well: they too wait for the state they
+// were decided on. A failed fsync answers Unavailable (503, retry with the
+// Idempotency-Key): the change may be stored or not, as after a failed
+// append.
+//
+// What an acknowledgement (a command's answer) promises, by serve's --sync:
+//
+//	always    its event, and every event its decision read, is on stable
+//	          storage: it survives a crash of the process, of the kernel, and a
+//	          power loss. (The embedded server writes each message before it
+//	          acknowledges it; the ledger fsyncs the stream's files for the
+//	          commands waiting at once; the engine answers after that fsync.)
+//	interval  the server has written its event to the operating system (the
+//	          page cache): it survives a crash of the process, not a power loss
+//	          or a kernel crash before the server's next periodic fsync.
+//	external  (--nats-url) the server's own sync_interval decides, as in the
+//	          two rows above; with an R3 stream the promise comes from
+//	          replication instead.
+//
+// Lost races are unchanged: every append carries the expectation of the
+// project's last ledger_seq, so of two instances on one stream only one
+// appends on a given state, and the other catches up and decides again.
+// Durable covers every message the server had written when the fsync
+// began, whoever appended it. serve's embedded server listens on no port,
+// so every Store on it is serve's own, opened to commit in groups
+// (ledger.Embedded.Open); instances on one stream share an external NATS
+// server, which syncs as its own configuration says.
+//
+// Reads (authentication, read checks, View) may see events acknowledged by
+// the server and not yet durable: an authentication may be refused for a
+// revocation whose command has not been answered yet. A credential or claim
+// token is only handed out with its command's answer, after the fsync. The projections never see
+// them: the ledger hands the projector only durable events (ledger.Follow),
+// so no read of a page, a feed or a Turn can show what a power loss could
+// take back.
 //
 // Ids, secrets and expiries are drawn before deciding (ops.go): ids at
 // random (a Turn id starts with the time, so that the Turns live at once sit
@@ -50,7 +96,11 @@
 //	projection checkpoint    projection.Store.WaitFor    the projector committed that transaction
 //
 // They never pass one another in the other direction: checkpoint ≤
-// projection folded ≤ ledger last, and engine folded ≤ ledger last. A read
+// projection folded ≤ ledger last, and engine folded ≤ ledger last. Under
+// group commit a fifth mark, ledger durable (ledger.Store.DurableSeq: every
+// event at or below it has been fsynced), lies between them: projection
+// folded ≤ ledger durable ≤ ledger last, while engine folded may pass it (the
+// engine decides on acknowledged events; its answers wait for durable). A read
 // that must see every write made before it (through any instance) asks the
 // ledger for its last ledger_seq (Engine.View, or authentication, which
 // catches up first) and then waits for the projection checkpoint to reach
@@ -76,7 +126,8 @@
 //	lock                          guards                                         held across I/O
 //	engine Retention.run          one retention run at a time                    yes: the archive, the purge, the projections
 //	engine slot.mu (RWMutex)      a project's write model; write: a command,     yes: Ledger.Append and the catch-up
-//	                              read: a decision that changes nothing           read (a project's commands are serial)
+//	                              read: a decision that changes nothing           read (a project's commands are serial);
+//	                                                                             never across Ledger.Durable
 //	engine Engine.mu              the map of slots; a slot's loading channel     no
 //	engine lastSeqProbe.mu        the look-ups of a project's last ledger_seq    no (a probe fetches on its own goroutine)
 //	engine Reaper.mu              the reaper's status                            no
@@ -85,6 +136,8 @@
 //	                              the archive into the stream
 //	ledger Store.mu               appends in ExpectStream mode, their heads      yes: the publish
 //	ledger sent.mu                this Store's appends that Follow has not seen  no
+//	ledger groupSync.mu           the fsync in flight and the callers queued     no (the fsync runs on its own goroutine)
+//	ledger groupSync.fmu          the block files the group commit fsyncs        yes: the fsync (held by nothing else)
 //	projection Store.wmu          the fold's open transaction                    yes: the bbolt commit
 //	projection Store.mu           the marks, their waiters, the overlay          no
 //	projection recentTurns.mu     the cache of recent Turn records               no

@@ -33,6 +33,11 @@ type Ledger interface {
 	// AppendBatch appends the events, all or none, as Append appends one,
 	// and returns their ledger_seqs.
 	AppendBatch(ctx context.Context, project string, expectLast uint64, events []kernel.Event) ([]uint64, error)
+	// Durable returns once the event at ledger_seq seq, acknowledged by
+	// Append or read, is durable as the ledger's sync mode promises (at once
+	// where the ledger syncs before it acknowledges). Many callers waiting
+	// at once share one fsync: the group commit.
+	Durable(ctx context.Context, seq uint64) error
 }
 
 // Config holds the engine's settings.
@@ -230,7 +235,11 @@ func (e *Engine) newSlot(project string) *slot {
 	return s
 }
 
-// doOn runs fn on the slot's state folded at least up to last.
+// doOn runs fn on the slot's state folded at least up to last. A command
+// (not readOnly) returns only once the state it was decided on is durable
+// (Ledger.Durable): its own events and every event before them. It waits
+// after releasing the project's lock, so that the project's next commands
+// decide and append meanwhile and share the fsync (the group commit).
 func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64, readOnly bool, fn func(*kernel.Project) error) error {
 	if readOnly {
 		s.mu.RLock()
@@ -240,6 +249,21 @@ func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64,
 		}
 		s.mu.RUnlock() // the state needs folding first (or forgetting): see below
 	}
+	seq, err := e.doLocked(ctx, s, project, last, fn)
+	if readOnly {
+		return err
+	}
+	if derr := e.ledger.Durable(ctx, seq); derr != nil {
+		// The answer rests on events that may not survive a power loss:
+		// the client retries with its Idempotency-Key.
+		return derr
+	}
+	return err
+}
+
+// doLocked is doOn under the project's write lock; it also returns the
+// ledger_seq of the state fn ended on.
+func (e *Engine) doLocked(ctx context.Context, s *slot, project string, last uint64, fn func(*kernel.Project) error) (seq uint64, err error) {
 	// Requests waiting for a last ledger_seq may take the answer of this
 	// command's append (lastseq.go).
 	appended := false
@@ -248,14 +272,15 @@ func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.auth.publish(s.p) // after fn's changes, still under the lock
+	defer func() { seq = s.p.Seq }()
 	if !s.loaded.Load() || last > s.p.Seq {
 		if err := e.catchUp(ctx, s.p); err != nil {
-			return err
+			return 0, err
 		}
 		s.loaded.Store(true)
 	}
 	before, k := s.p.Seq, s.probe.appending()
-	err := fn(s.p)
+	err = fn(s.p)
 	if appended = s.p.Seq > before; appended {
 		// fn appended, after the lock was taken: every event acknowledged
 		// before that is at or below the project's last ledger_seq now.
@@ -270,7 +295,7 @@ func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64,
 		}
 		e.mu.Unlock()
 	}
-	return err
+	return 0, err
 }
 
 // behind reports whether the ledger holds events of the project that p has

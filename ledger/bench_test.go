@@ -48,17 +48,7 @@ func eventsPerSecond(b *testing.B, n int) {
 func BenchmarkAppend(b *testing.B) {
 	for _, v := range benchVariants {
 		b.Run(v.name+"/sequential", func(b *testing.B) {
-			s := benchStore(b, v.storage, v.expect)
-			ev := record("p1", "t1", 1)
-			var last uint64
-			for b.Loop() {
-				seq, err := s.Append(context.Background(), "p1", last, ev)
-				if err != nil {
-					b.Fatal(err)
-				}
-				last = seq
-			}
-			eventsPerSecond(b, b.N)
+			appendInSequence(b, benchStore(b, v.storage, v.expect))
 		})
 		b.Run(v.name+"/parallel-projects", func(b *testing.B) {
 			s := benchStore(b, v.storage, v.expect)

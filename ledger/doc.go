@@ -178,10 +178,30 @@
 // connections made with Connect and shuts the server down, waiting until
 // JetStream has written its state.
 //
+// # Group commit
+//
+// Under SyncAlways nats-server fsyncs each message before it acknowledges
+// it, so appends cost an fsync each however many wait. With
+// EmbeddedConfig.GroupCommit (serve's --sync always) the embedded server
+// does not sync each message, and a Store opened with Embedded.Open makes
+// appends durable itself: Store.Durable(ctx, seq) returns once an fsync of
+// the stream's block files that began after the event at seq was
+// acknowledged has ended, and the callers waiting at once share one fsync
+// (groupsync.go). The engine answers a command only after Durable; Follow
+// hands over only durable events. Store.DurableSeq is the mark reached,
+// Store.Fsyncs how many fsyncs were made. A Store opened otherwise, or on
+// an external server, has nothing to wait for: Durable returns at once,
+// the server having synced as its own configuration says. The levers not
+// kept, measured with BenchmarkGroupCommit (figures in docs/speed.md):
+// atomic batches (the server stages every batch in a file store made and
+// removed for it, which costs more than the fsyncs saved) and pipelined
+// appends with chained expectations (each message is still fsynced on its
+// own).
+//
 // # Speed
 //
-// BenchmarkAppend, BenchmarkRead, BenchmarkAppendManyTurns and
-// BenchmarkAppendSync measure the Store (go test -run '^$' -bench .
+// BenchmarkAppend, BenchmarkRead, BenchmarkAppendManyTurns,
+// BenchmarkAppendSync and BenchmarkGroupCommit measure the Store (go test -run '^$' -bench .
 // ./ledger/). Decoding the kernel's JSON (kernel.UnmarshalEvent) is most of
 // a read's client CPU, which is why reads decode on up to GOMAXPROCS
 // goroutines.

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -43,6 +44,13 @@ type EmbeddedConfig struct {
 	// SyncEvery is the interval of SyncInterval; 0 takes nats-server's
 	// default (2 minutes).
 	SyncEvery time.Duration
+	// GroupCommit keeps the promise of SyncAlways with one fsync for many
+	// appends (groupsync.go): the server does not fsync each message, and a
+	// Store opened with Embedded.Open makes appends durable in groups
+	// (Store.Durable), as serve's engine does before it answers. Only a
+	// Store opened with Embedded.Open syncs: one opened otherwise on this
+	// server gets the durability of SyncInterval. Ignored with SyncInterval.
+	GroupCommit bool
 }
 
 // Sync is a durability setting of the embedded server (EmbeddedConfig.Sync).
@@ -90,11 +98,14 @@ func (c EmbeddedConfig) Validate() error {
 
 // Embedded is an in-process nats-server with JetStream file storage.
 type Embedded struct {
-	srv  *server.Server
-	lock *os.File // held while the server runs; nil where flock is unavailable
+	srv      *server.Server
+	lock     *os.File // held while the server runs; nil where flock is unavailable
+	storeDir string
+	group    bool // GroupCommit with SyncAlways: Open's Stores fsync in groups
 
 	mu     sync.Mutex
 	conns  []*nats.Conn
+	groups []*groupSync // of the Stores Open made
 	closed bool
 }
 
@@ -122,7 +133,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		StoreDir:     storeDir,
 		NoSigs:       true, // the binary handles signals
 		NoLog:        !cfg.Log,
-		SyncAlways:   cfg.Sync != SyncInterval,
+		SyncAlways:   cfg.Sync != SyncInterval && !cfg.GroupCommit,
 		SyncInterval: cfg.SyncEvery,
 		// The HTTP monitor, cluster, gateway and leafnode listeners stay off.
 	}
@@ -147,7 +158,36 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		unlock()
 		return nil, errors.New("ledger: embedded server started without JetStream")
 	}
-	return &Embedded{srv: srv, lock: lock}, nil
+	return &Embedded{srv: srv, lock: lock, storeDir: storeDir, group: cfg.GroupCommit && cfg.Sync != SyncInterval}, nil
+}
+
+// Open connects in-process and opens a Store on the connection (see Open).
+// With GroupCommit the Store makes its appends durable in groups: see
+// Store.Durable. Close closes the connection.
+func (e *Embedded) Open(ctx context.Context, cfg Config) (*nats.Conn, *Store, error) {
+	nc, err := e.Connect()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := Open(ctx, nc, cfg)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	if e.group {
+		if s.cfg.Storage != FileStorage {
+			// Nothing to fsync: memory storage keeps no promise past the process.
+			return nc, s, nil
+		}
+		if s.group, err = newGroupSync(e.storeDir, s.cfg.Stream); err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+		e.mu.Lock()
+		e.groups = append(e.groups, s.group)
+		e.mu.Unlock()
+	}
+	return nc, s, nil
 }
 
 // Connect opens an in-process connection (no TCP) to the server. Close closes
@@ -186,14 +226,17 @@ func (e *Embedded) Close() error {
 		return nil
 	}
 	e.closed = true
-	conns := e.conns
-	e.conns = nil
+	conns, groups := e.conns, e.groups
+	e.conns, e.groups = nil, nil
 	e.mu.Unlock()
 	for _, nc := range conns {
 		nc.Close()
 	}
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
+	for _, g := range groups {
+		g.close()
+	}
 	if e.lock != nil {
 		return e.lock.Close()
 	}

@@ -353,6 +353,14 @@ func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uin
 		// A message that cannot be decoded ends the read after the good
 		// ones before it.
 		batch, bad := s.decodeAll(raws)
+		if len(batch) > 0 && until == 0 {
+			// Follow hands over only durable events, so that nothing read
+			// from the projections can be lost to a power loss (a no-op
+			// unless the Store commits in groups).
+			if err := s.Durable(ctx, batch[len(batch)-1].Seq); err != nil {
+				return last, err
+			}
+		}
 		if len(batch) > 0 {
 			if err := fn(batch); err != nil {
 				return last, err

@@ -65,6 +65,10 @@ type Store struct {
 	mu    sync.Mutex // ExpectStream mode: serializes appends, guards heads
 	heads heads
 
+	// group makes appends durable in groups (groupsync.go); nil when the
+	// server syncs as its configuration says.
+	group *groupSync
+
 	// refused is, per project, the expectation of its last append refused
 	// for a wrong last sequence (deleted on a success).
 	refused sync.Map
@@ -249,6 +253,7 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 	if err != nil {
 		return 0, err
 	}
+	s.acked(seq)
 	return seq, nil
 }
 
@@ -391,6 +396,7 @@ func (s *Store) AppendBatch(ctx context.Context, project string, expectLast uint
 		seqs[i] = last - uint64(len(events)-1-i)
 	}
 	s.refused.Delete(project)
+	s.acked(last)
 	return seqs, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/turnledger/turnledger/ledger"
 )
 
@@ -18,39 +20,12 @@ import (
 //	go test ./ledger -run '^$' -bench AppendSync -benchtime 2s
 func BenchmarkAppendSync(b *testing.B) {
 	for _, sync := range []ledger.Sync{ledger.SyncAlways, ledger.SyncInterval} {
-		open := func(b *testing.B) *ledger.Store {
-			cfg := ledger.DefaultEmbeddedConfig(b.TempDir())
-			cfg.Sync = sync
-			e, err := ledger.StartEmbedded(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { e.Close() })
-			nc, err := e.Connect()
-			if err != nil {
-				b.Fatal(err)
-			}
-			s, err := ledger.Open(context.Background(), nc, ledger.DefaultConfig())
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}
 		b.Run(string(sync)+"/sequential", func(b *testing.B) {
-			s := open(b)
-			ev := record("p1", "t1", 1)
-			var last uint64
-			for b.Loop() {
-				seq, err := s.Append(context.Background(), "p1", last, ev)
-				if err != nil {
-					b.Fatal(err)
-				}
-				last = seq
-			}
-			eventsPerSecond(b, b.N)
+			s, _ := openSync(b, sync, false)
+			appendInSequence(b, s)
 		})
 		b.Run(string(sync)+"/16-clients", func(b *testing.B) {
-			s := open(b)
+			s, _ := openSync(b, sync, false)
 			var next atomic.Int64
 			b.SetParallelism(16)
 			b.RunParallel(func(pb *testing.PB) {
@@ -69,4 +44,41 @@ func BenchmarkAppendSync(b *testing.B) {
 			eventsPerSecond(b, b.N)
 		})
 	}
+}
+
+// openSync opens a Store with Embedded.Open on an embedded server with file
+// storage and the given sync (and group commit), reached in-process.
+func openSync(b *testing.B, sync ledger.Sync, group bool) (*ledger.Store, *nats.Conn) {
+	b.Helper()
+	cfg := ledger.DefaultEmbeddedConfig(b.TempDir())
+	cfg.Sync, cfg.GroupCommit = sync, group
+	e, err := ledger.StartEmbedded(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	nc, s, err := e.Open(context.Background(), ledger.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, nc
+}
+
+// appendInSequence appends to one project, one event at a time, each made
+// durable (Store.Durable: at once unless the Store commits in groups)
+// before the next.
+func appendInSequence(b *testing.B, s *ledger.Store) {
+	ev := record("p1", "t1", 1)
+	var last uint64
+	for b.Loop() {
+		seq, err := s.Append(context.Background(), "p1", last, ev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Durable(context.Background(), seq); err != nil {
+			b.Fatal(err)
+		}
+		last = seq
+	}
+	eventsPerSecond(b, b.N)
 }

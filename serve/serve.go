@@ -324,13 +324,18 @@ func openLedger(ctx context.Context, dataDir, natsURL string, auth NATSAuth, cfg
 	if natsURL == "" {
 		ecfg := ledger.DefaultEmbeddedConfig(filepath.Join(dataDir, "nats"))
 		ecfg.Sync = sync
+		// --sync always: an append is durable once a shared fsync covers
+		// it, and the engine answers only then (ledger/groupsync.go).
+		ecfg.GroupCommit = true
 		if emb, err = ledger.StartEmbedded(ecfg); err != nil {
 			return nil, nil, nil, err
 		}
-		if nc, err = emb.Connect(); err != nil {
+		if nc, l, err = emb.Open(ctx, cfg); err != nil {
 			return nil, nil, nil, err
 		}
-	} else if nc, err = nats.Connect(natsURL, auth.Options()...); err != nil {
+		return emb, nc, l, nil
+	}
+	if nc, err = nats.Connect(natsURL, auth.Options()...); err != nil {
 		return nil, nil, nil, fmt.Errorf("connect to NATS at %s: %w", RedactURLs(natsURL), err)
 	}
 	if l, err = ledger.Open(ctx, nc, cfg); err != nil {
@@ -384,6 +389,10 @@ func (s *Service) Store() *projection.Store { return s.store }
 
 // NATS is the connection to the NATS server the ledger is on.
 func (s *Service) NATS() *nats.Conn { return s.nc }
+
+// Embedded is the embedded NATS server, nil with an external one (the
+// bench opens a ledger of its own on it, committing in groups as serve's).
+func (s *Service) Embedded() *ledger.Embedded { return s.embedded }
 
 // Reaper is the reaper of expired claims.
 func (s *Service) Reaper() *engine.Reaper { return s.reaper }

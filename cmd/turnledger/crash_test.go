@@ -200,8 +200,17 @@ type ack struct {
 // retries every unanswered command with its Idempotency-Key. Then it checks
 // that nothing acknowledged is lost, no record is appended twice, no retry
 // was refused, dispatch keys are unique, SIGTERM under load exits 0, and the
-// projections equal a fresh `turnledger replay`.
+// projections equal a fresh `turnledger replay`. It runs in both sync
+// modes: with --sync always an acknowledgement waits for the group commit's
+// fsync, with --sync interval for the server's write alone, and a SIGKILL
+// loses nothing acknowledged in either.
 func TestCrashHarness(t *testing.T) {
+	for _, mode := range []string{"always", "interval"} {
+		t.Run(mode, func(t *testing.T) { crashHarness(t, mode) })
+	}
+}
+
+func crashHarness(t *testing.T, syncMode string) {
 	kills := crashKills(t)
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("TURNLEDGER_CRASH_SEED"); v != "" {
@@ -211,7 +220,7 @@ func TestCrashHarness(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 19))
 
 	dir := t.TempDir()
-	c := startServeChild(t, dir)
+	c := startServeChild(t, dir, "--sync", syncMode)
 	admin := adminClient(t, c.base, dir)
 	const workers = 4
 	req := agentClient(t, admin, "p1", "req", 1, "turns:dispatch", "projections:read")
@@ -254,7 +263,7 @@ func TestCrashHarness(t *testing.T) {
 			damageFile(t, filepath.Join(dir, "projections.db"), damage[(round/3)%len(damage)], rng)
 			healed++
 		}
-		c = startServeChild(t, dir)
+		c = startServeChild(t, dir, "--sync", syncMode)
 		h.setBase(c.base)
 		if d := waitReadyz(t, c.base, 30*time.Second); d > maxReady {
 			maxReady = d
@@ -272,7 +281,7 @@ func TestCrashHarness(t *testing.T) {
 		t.Errorf("serve exited with %d on SIGTERM under load, want 0:\n%s", code, c.out.String())
 	}
 	termTook := time.Since(start)
-	c = startServeChild(t, dir)
+	c = startServeChild(t, dir, "--sync", syncMode)
 	h.setBase(c.base)
 	waitReadyz(t, c.base, 30*time.Second)
 	target = nacks() + 5

@@ -1,0 +1,184 @@
+package ledger
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/turnledger/turnledger/internal/checkfor"
+	"github.com/turnledger/turnledger/kernel"
+)
+
+// openGroup opens a Store that commits in groups on a new embedded server
+// with file storage.
+func openGroup(t *testing.T) *Store {
+	t.Helper()
+	cfg := DefaultEmbeddedConfig(t.TempDir())
+	cfg.GroupCommit = true
+	e, err := StartEmbedded(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	_, s, err := e.Open(context.Background(), DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.group == nil {
+		t.Fatal("Embedded.Open under GroupCommit made a Store that does not commit in groups")
+	}
+	return s
+}
+
+// TestGroupCommitSharesOneFsync: appends whose callers wait for durability
+// while an fsync runs share the next one, and each returns only once an
+// fsync that began after its append has ended.
+func TestGroupCommitSharesOneFsync(t *testing.T) {
+	s := openGroup(t)
+	ctx := context.Background()
+	first, err := s.Append(ctx, "p1", 0, heartbeat("a0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Durable(ctx, first); err != nil || s.DurableSeq() < first {
+		t.Fatalf("Durable(%d) = %v with DurableSeq %d", first, err, s.DurableSeq())
+	}
+	roundsBefore := s.group.rounds
+
+	// Hold the fsync back while ten appends wait for durability.
+	g := s.group
+	joined := func() uint64 { g.mu.Lock(); defer g.mu.Unlock(); return g.joined }
+	base := joined()
+	g.fmu.Lock()
+	held := true
+	defer func() {
+		if held { // a failed check below: let the fsync and Close go on
+			g.fmu.Unlock()
+		}
+	}()
+	const n = 10
+	seqs := make([]uint64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	var appendMu sync.Mutex
+	last := first
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			appendMu.Lock()
+			seq, err := s.Append(ctx, "p1", last, heartbeat("a1"))
+			if err == nil {
+				last = seq
+			}
+			appendMu.Unlock()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			seqs[i] = seq
+			errs[i] = s.Durable(ctx, seq)
+		}()
+	}
+	checkfor.Until(t, 10*time.Second, "ten callers waiting for durability", func() bool { return joined() >= base+n })
+	if d := s.DurableSeq(); d > first {
+		t.Fatalf("DurableSeq = %d while the fsync was held back, want at most %d", d, first)
+	}
+	held = false
+	g.fmu.Unlock()
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("writer %d: %v", i, errs[i])
+		}
+		if s.DurableSeq() < seqs[i] {
+			t.Errorf("writer %d returned with ledger_seq %d above DurableSeq %d", i, seqs[i], s.DurableSeq())
+		}
+	}
+	if r := s.group.rounds - roundsBefore; r > 2 {
+		t.Errorf("ten waiting appends took %d fsyncs, want at most 2 (the one held back and one shared)", r)
+	}
+}
+
+// TestFollowHandsOverOnlyDurableEvents: under group commit, the projector
+// never folds an event a power loss could take back.
+func TestFollowHandsOverOnlyDurableEvents(t *testing.T) {
+	s := openGroup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n = 50
+	var got, notDurable int
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Follow(ctx, 0, func(batch []kernel.Recorded) error {
+			if len(batch) == 0 {
+				return nil
+			}
+			if d := s.DurableSeq(); d < batch[len(batch)-1].Seq {
+				notDurable++
+			}
+			got += len(batch)
+			if got >= n {
+				cancel()
+			}
+			return nil
+		})
+	}()
+	var last uint64
+	for range n {
+		seq, err := s.Append(context.Background(), "p1", last, heartbeat("a0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = seq
+	}
+	<-done
+	if got < n || notDurable != 0 {
+		t.Errorf("Follow handed over %d events, %d batches before they were durable; want %d and 0", got, notDurable, n)
+	}
+}
+
+// TestFailedFsyncFailsEveryWaiter: an fsync that fails fails every caller
+// waiting for it, as Unavailable, and leaves DurableSeq where it was; the
+// next one that succeeds covers their events.
+func TestFailedFsyncFailsEveryWaiter(t *testing.T) {
+	s := openGroup(t)
+	ctx := context.Background()
+	seq, err := s.Append(ctx, "p1", 0, heartbeat("a0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.group
+	dir := g.dir
+	g.fmu.Lock()
+	g.dir = filepath.Join(t.TempDir(), "not-a-directory")
+	if err := os.WriteFile(g.dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.fmu.Unlock()
+	const n = 4
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = s.Durable(ctx, seq) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if kernel.ErrorKind(err) != kernel.Unavailable {
+			t.Errorf("waiter %d of a failed fsync = %v, want %s", i, err, kernel.Unavailable)
+		}
+	}
+	if d := s.DurableSeq(); d >= seq {
+		t.Errorf("DurableSeq = %d after a failed fsync, want below %d", d, seq)
+	}
+	g.fmu.Lock()
+	g.dir = dir
+	g.fmu.Unlock()
+	if err := s.Durable(ctx, seq); err != nil || s.DurableSeq() < seq {
+		t.Errorf("Durable once fsync works again = %v with DurableSeq %d, want nil and at least %d", err, s.DurableSeq(), seq)
+	}
+}
