@@ -46,6 +46,11 @@ func startServerWith(t *testing.T, sc serverConfig) *server {
 	cfg.Addr, cfg.DataDir, cfg.AdminToken = "127.0.0.1:0", t.TempDir(), adminToken
 	cfg.Ledger.Storage = ledger.MemoryStorage
 	cfg.ReapInterval = 0
+	// A project's write model loads without a bound: under -race on a busy
+	// machine the first request of a project could pass the 500 ms default
+	// and be answered 503, which these tests, about the client, do not
+	// retry (the shedding is httpapi's and serve's to test).
+	cfg.Kernel.LoadWait = 0
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if sc.ClaimTTL > 0 {
 		cfg.Kernel.ClaimTTL = sc.ClaimTTL
