@@ -22,8 +22,18 @@ func TestRetiredTurnsAndFeedsBelowTheHorizon(t *testing.T) {
 	mustCall(t, requester, "dispatch_turn", map[string]any{"target_agent_id": "wrk", "turn_kind": "summarize", "input": map[string]any{"x": 1}}, &d)
 	var c claimed
 	mustCall(t, worker, "claim_turn", map[string]any{"wait_s": 5}, &c)
-	var fin turnView
+	var fin struct {
+		LedgerSeq uint64 `json:"ledger_seq"`
+	}
 	mustCall(t, worker, "finish_turn", map[string]any{"claim": c.Claim, "outcome": "succeeded"}, &fin)
+	// The answer waits for its event's fold; the retirement reads what the
+	// projections committed.
+	if fin.LedgerSeq == 0 {
+		t.Fatal("finish_turn answered no ledger_seq")
+	}
+	if err := e.store.WaitFor(t.Context(), fin.LedgerSeq); err != nil {
+		t.Fatal(err)
+	}
 	cp := e.store.Checkpoint()
 	if _, err := e.store.Retire(projection.Retirement{Horizon: cp + 1, FinishedBefore: e.clock.Now().Add(time.Hour), Now: e.clock.Now()}); err != nil {
 		t.Fatal(err)

@@ -29,9 +29,7 @@ func TestConsoleFeedBelowTheHorizon(t *testing.T) {
 	clock.Advance(48 * time.Hour)
 	admin.call("POST", "/v3r1/projects/p1/management/turns/"+turn+":stop", map[string]any{
 		"requested_by": agentRef("p1", "req"), "meta": nil, "trace": nil}, 200)
-	if err := s.Retention().Once(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	runRetention(t, s)
 	horizon := s.Retention().Status().HorizonLedgerSeq
 
 	var reqs consoleRequests
