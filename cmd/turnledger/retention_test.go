@@ -23,7 +23,6 @@ import (
 	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/internal/testclock"
 	"github.com/turnledger/turnledger/ledger"
-	"github.com/turnledger/turnledger/projection"
 	"github.com/turnledger/turnledger/serve"
 )
 
@@ -218,7 +217,7 @@ func TestRetentionRetiresArchivesAndPurges(t *testing.T) {
 	if code := Main(t.Context(), []string{"replay", "--data", dir}, &out, &out); code != 0 {
 		t.Fatalf("turnledger replay = %d:\n%s", code, out.String())
 	}
-	rebuilt := dumpFile(t, filepath.Join(dir, "projections.db"))
+	rebuilt := dumpProjections(t, filepath.Join(dir, "projections.db"))
 	if diff := cmp.Diff(live1, rebuilt); diff != "" {
 		t.Errorf("replayed projections differ from the live ones (-live +replayed):\n%s", diff)
 	}
@@ -287,7 +286,7 @@ func TestRetentionArchivesIntoABucket(t *testing.T) {
 	if code := Main(t.Context(), []string{"replay", "--data", dir, "--archive-dir", "nats://tl-archive"}, &out, &out); code != 0 {
 		t.Fatalf("turnledger replay = %d:\n%s", code, out.String())
 	}
-	if diff := cmp.Diff(live, dumpFile(t, filepath.Join(dir, "projections.db"))); diff != "" {
+	if diff := cmp.Diff(live, dumpProjections(t, filepath.Join(dir, "projections.db"))); diff != "" {
 		t.Errorf("replayed projections differ from the live ones (-live +replayed):\n%s", diff)
 	}
 }
@@ -354,21 +353,7 @@ func dumpAfterClose(t *testing.T, s *serve.Service, dir string) map[string]map[s
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return dumpFile(t, filepath.Join(dir, "projections.db"))
-}
-
-func dumpFile(t *testing.T, path string) map[string]map[string]string {
-	t.Helper()
-	st, err := projection.Open(path, projection.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	d, err := st.Dump()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return dumpProjections(t, filepath.Join(dir, "projections.db"))
 }
 
 // errCrash stands for a process that died between two steps of a run.
@@ -541,7 +526,7 @@ func TestRetentionCrashLosesAndRepeatsNothing(t *testing.T) {
 			if code := Main(t.Context(), []string{"replay", "--data", dir}, &out, &out); code != 0 {
 				t.Fatalf("turnledger replay = %d:\n%s", code, out.String())
 			}
-			if diff := cmp.Diff(live1, dumpFile(t, filepath.Join(dir, "projections.db"))); diff != "" {
+			if diff := cmp.Diff(live1, dumpProjections(t, filepath.Join(dir, "projections.db"))); diff != "" {
 				t.Errorf("replayed projections differ from the live ones (-live +replayed):\n%s", diff)
 			}
 		})
