@@ -254,16 +254,7 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, bool) 
 }
 
 // base is the scheme and host the server is reached at.
-func (h *Handler) base(r *http.Request) string {
-	if h.cfg.PublicURL != "" {
-		return strings.TrimSuffix(h.cfg.PublicURL, "/")
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
+func (h *Handler) base(r *http.Request) string { return faceauth.BaseURL(r, h.cfg.PublicURL) }
 
 // authenticate checks the identity headers, the throttle and the bearer
 // token, which names the calling agent of the path's project; the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/turnledger/turnledger/engine"
+	"github.com/turnledger/turnledger/internal/faceauth"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
@@ -400,15 +401,7 @@ type suspendResult struct {
 // inputURL is the absolute URL of the Turn's :provide-input route: under
 // Config.PublicURL, or as the client reached this server.
 func (s *Server) inputURL(c *call, turnID string) string {
-	base := strings.TrimSuffix(s.cfg.PublicURL, "/")
-	if base == "" {
-		scheme := "http"
-		if c.r.TLS != nil {
-			scheme = "https"
-		}
-		base = scheme + "://" + c.r.Host
-	}
-	return base + "/v3r1/projects/" + c.project + "/turns/" + turnID + ":provide-input"
+	return faceauth.BaseURL(c.r, s.cfg.PublicURL) + "/v3r1/projects/" + c.project + "/turns/" + turnID + ":provide-input"
 }
 
 type provideInputBody struct {

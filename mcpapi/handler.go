@@ -275,16 +275,7 @@ func endpointOf(rest string) (project, agent string, ok bool) {
 }
 
 // base is the scheme and host the server is reached at.
-func (h *Handler) base(r *http.Request) string {
-	if h.cfg.PublicURL != "" {
-		return strings.TrimSuffix(h.cfg.PublicURL, "/")
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
+func (h *Handler) base(r *http.Request) string { return faceauth.BaseURL(r, h.cfg.PublicURL) }
 
 // checkOrigin refuses a browser request from an origin that is neither the
 // server's own nor an allowed one.

@@ -161,3 +161,16 @@ func ErrorBody(log *slog.Logger, err error) (kernel.Kind, string) {
 	log.Error("internal error", "err", err)
 	return kernel.Internal, "internal error; see the server log"
 }
+
+// BaseURL is the scheme and host a client reaches the server at: publicURL
+// (an operator's --public-url) when set, else as the request came in.
+func BaseURL(r *http.Request, publicURL string) string {
+	if publicURL != "" {
+		return strings.TrimSuffix(publicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
