@@ -91,6 +91,7 @@ func (m *metrics) handler() http.Handler {
 
 // watch registers the gauges read from the running service at scrape time.
 func (m *metrics) watch(s *Service) {
+	m.reg.MustRegister(writeModelCounts{s})
 	gauge := func(name, help string, f func() float64) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}
@@ -104,14 +105,6 @@ func (m *metrics) watch(s *Service) {
 		}
 		return float64(head - cp)
 	})
-	gauge("turnledger_claims_live", "Turns claimed now, their claim not expired.", func() float64 {
-		live, _ := s.claimCounts()
-		return float64(live)
-	})
-	gauge("turnledger_claims_expired_unreleased", "Claims past expires_at that are not released yet.", func() float64 {
-		_, expired := s.claimCounts()
-		return float64(expired)
-	})
 	gauge("turnledger_claim_long_polls_waiting", "Long-poll claims waiting now.", func() float64 {
 		n, _ := s.api.Waiting()
 		return float64(n)
@@ -119,14 +112,6 @@ func (m *metrics) watch(s *Service) {
 	gauge("turnledger_sse_subscribers", "Event streams open now.", func() float64 {
 		_, n := s.api.Waiting()
 		return float64(n)
-	})
-	gauge("turnledger_turns_queued", "Turns queued now, in the projects loaded on this instance.", func() float64 {
-		q, _ := s.openCounts()
-		return float64(q)
-	})
-	gauge("turnledger_turns_awaiting_input", "Turns suspended waiting for input now, in the projects loaded on this instance.", func() float64 {
-		_, w := s.openCounts()
-		return float64(w)
 	})
 	gauge("turnledger_mcp_claims_waiting", "MCP claim_turn calls waiting (wait_s) now.", func() float64 {
 		n, _ := s.mcp.Waiting()
@@ -138,18 +123,42 @@ func (m *metrics) watch(s *Service) {
 	})
 }
 
-// claimCounts counts the claims of every loaded project in the engine's
-// write model: live ones and expired ones not yet released.
-func (s *Service) claimCounts() (live, expired int) {
-	now := s.cfg.Kernel.Now()
-	for _, p := range s.engine.Projects() {
-		s.engine.ViewFolded(context.Background(), p, func(p *kernel.Project) error {
+// writeModelCounts are the gauges counted in the engine's write model of
+// every loaded project, in one pass under each project's lock per scrape:
+// claims live and expired but not released, Turns queued and suspended
+// waiting for input.
+type writeModelCounts struct{ s *Service }
+
+var (
+	descClaimsLive    = prometheus.NewDesc("turnledger_claims_live", "Turns claimed now, their claim not expired.", nil, nil)
+	descClaimsExpired = prometheus.NewDesc("turnledger_claims_expired_unreleased", "Claims past expires_at that are not released yet.", nil, nil)
+	descTurnsQueued   = prometheus.NewDesc("turnledger_turns_queued", "Turns queued now, in the projects loaded on this instance.", nil, nil)
+	descTurnsAwaiting = prometheus.NewDesc("turnledger_turns_awaiting_input", "Turns suspended waiting for input now, in the projects loaded on this instance.", nil, nil)
+)
+
+func (c writeModelCounts) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descClaimsLive, descClaimsExpired, descTurnsQueued, descTurnsAwaiting} {
+		ch <- d
+	}
+}
+
+func (c writeModelCounts) Collect(ch chan<- prometheus.Metric) {
+	var live, expired, queued, awaiting int
+	now := c.s.cfg.Kernel.Now()
+	for _, p := range c.s.engine.Projects() {
+		c.s.engine.ViewFolded(context.Background(), p, func(p *kernel.Project) error {
 			l, x := p.ClaimCounts(now)
-			live, expired = live+l, expired+x
+			q, w := p.OpenCounts()
+			live, expired, queued, awaiting = live+l, expired+x, queued+q, awaiting+w
 			return nil
 		})
 	}
-	return live, expired
+	for _, m := range []struct {
+		d *prometheus.Desc
+		n int
+	}{{descClaimsLive, live}, {descClaimsExpired, expired}, {descTurnsQueued, queued}, {descTurnsAwaiting, awaiting}} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, float64(m.n))
+	}
 }
 
 // timedLedger times the appends of the engine's ledger.

@@ -367,16 +367,3 @@ func (tr *trendRing) Trends(context.Context) httpapi.Trends {
 	}
 	return out
 }
-
-// openCounts counts the Turns queued and waiting for input in every project
-// loaded in the engine's write model.
-func (s *Service) openCounts() (queued, awaiting int) {
-	for _, p := range s.engine.Projects() {
-		s.engine.ViewFolded(context.Background(), p, func(p *kernel.Project) error {
-			q, w := p.OpenCounts()
-			queued, awaiting = queued+q, awaiting+w
-			return nil
-		})
-	}
-	return queued, awaiting
-}
