@@ -118,7 +118,8 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	if err != nil {
 		return s.h.rpcError(err)
 	}
-	if _, err := s.h.readTurn(ctx, id, turnID); err != nil {
+	v, err := s.h.readTurn(ctx, id, turnID)
+	if err != nil {
 		if isNotFound(err) {
 			return mcp.ResourceNotFoundError(uri)
 		}
@@ -132,7 +133,7 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 		wctx, cancel := context.WithCancel(context.Background())
 		w = &turnWatch{sessions: map[*mcp.ServerSession]bool{}, cancel: cancel}
 		s.watches[key] = w
-		go s.watch(wctx, id.project, turnID, uri)
+		go s.watch(wctx, id.project, turnID, uri, v.LedgerSeq)
 	}
 	if !w.sessions[req.Session] {
 		w.sessions[req.Session] = true
@@ -169,12 +170,11 @@ func (s *subscriptions) drop(key string, ss *mcp.ServerSession) {
 }
 
 // watch sends notifications/resources/updated for uri each time the Turn's
-// ledger_seq moves, waking on the projection's commits (never polling).
-func (s *subscriptions) watch(ctx context.Context, project, turnID, uri string) {
-	var last uint64
-	if v, err := s.h.store.Turn(project, turnID); err == nil {
-		last = v.LedgerSeq
-	}
+// ledger_seq moves past last, the one it had when the subscription was
+// answered (read there, not here: a change between the answer and this
+// goroutine's start would otherwise go unnotified), waking on the
+// projection's commits (never polling).
+func (s *subscriptions) watch(ctx context.Context, project, turnID, uri string, last uint64) {
 	for {
 		changed, stop := s.h.store.WatchProject(project)
 		if v, err := s.h.store.Turn(project, turnID); err == nil && v.LedgerSeq != last {
