@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/turnledger/turnledger/internal/checkfor"
 	"github.com/turnledger/turnledger/kernel"
 )
@@ -180,5 +181,87 @@ func TestFailedFsyncFailsEveryWaiter(t *testing.T) {
 	g.fmu.Unlock()
 	if err := s.Durable(ctx, seq); err != nil || s.DurableSeq() < seq {
 		t.Errorf("Durable once fsync works again = %v with DurableSeq %d, want nil and at least %d", err, s.DurableSeq(), seq)
+	}
+}
+
+// TestDurableEventsAreNotHeldBehindLaterOnes: events an fsync has covered
+// are handed to the projector at once, even when the batch they came in
+// ends in events still waiting for theirs (a command's answer waits for its
+// event's fold).
+func TestDurableEventsAreNotHeldBehindLaterOnes(t *testing.T) {
+	s := openGroup(t)
+	ctx := context.Background()
+	first, err := s.Append(ctx, "p1", 0, heartbeat("a0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Durable(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	g := s.group
+	g.fmu.Lock() // no fsync ends until released
+	held := true
+	defer func() {
+		if held {
+			g.fmu.Unlock()
+		}
+	}()
+	last := first
+	for range 2 {
+		if last, err = s.Append(ctx, "p1", last, heartbeat("a0")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var batch []kernel.Recorded
+	if _, err := s.ReadProject(ctx, "p1", 0, func(r kernel.Recorded) error { batch = append(batch, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(batch) != 3 {
+		t.Fatalf("read %d events, want 3", len(batch))
+	}
+	if n, err := s.durablePart(ctx, batch); err != nil || n != 1 {
+		t.Fatalf("durablePart of [durable, not, not] = %d, %v; want 1 at once", n, err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if n, err := s.durablePart(cancelled, batch[1:]); err == nil {
+		t.Fatalf("durablePart of events no fsync covers = %d without waiting, want a wait", n)
+	}
+
+	// Through Follow: the first event is folded while the fsync of the
+	// other two is held back, and they follow once it ends.
+	var mu sync.Mutex
+	var got []uint64
+	notDurable := 0
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Follow(fctx, 0, func(b []kernel.Recorded) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range b {
+				if r.Seq > s.DurableSeq() {
+					notDurable++
+				}
+				got = append(got, r.Seq)
+			}
+			return nil
+		})
+	}()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+	checkfor.Until(t, 10*time.Second, "the durable event handed over while the next fsync is held", func() bool { return count() >= 1 })
+	if c := count(); c != 1 {
+		t.Fatalf("Follow handed over %d events while the fsync was held, want only the durable one", c)
+	}
+	held = false
+	g.fmu.Unlock()
+	checkfor.Until(t, 10*time.Second, "the other two once the fsync ends", func() bool { return count() >= 3 })
+	stop()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]uint64{batch[0].Seq, batch[1].Seq, batch[2].Seq}, got); diff != "" || notDurable != 0 {
+		t.Errorf("Follow handed over (-want +got):\n%s\n%d of them before they were durable", diff, notDurable)
 	}
 }

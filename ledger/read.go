@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -353,26 +354,50 @@ func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uin
 		// A message that cannot be decoded ends the read after the good
 		// ones before it.
 		batch, bad := s.decodeAll(raws)
-		if len(batch) > 0 && until == 0 {
-			// Follow hands over only durable events, so that nothing read
-			// from the projections can be lost to a power loss (a no-op
-			// unless the Store commits in groups).
-			if err := s.Durable(ctx, batch[len(batch)-1].Seq); err != nil {
+		for len(batch) > 0 {
+			n := len(batch)
+			if until == 0 {
+				// Follow hands over only durable events, so that nothing
+				// read from the projections can be lost to a power loss (all
+				// of them at once unless the Store commits in groups).
+				var err error
+				if n, err = s.durablePart(ctx, batch); err != nil {
+					return last, err
+				}
+			}
+			if err := fn(batch[:n]); err != nil {
 				return last, err
 			}
-		}
-		if len(batch) > 0 {
-			if err := fn(batch); err != nil {
-				return last, err
-			}
-			last = batch[len(batch)-1].Seq
+			last = batch[n-1].Seq
 			owed = until == 0
+			batch = batch[n:]
 		}
 		if bad != nil {
 			return last, bad
 		}
 		if until != 0 && last >= until {
 			return last, nil
+		}
+	}
+}
+
+// durablePart returns how many events at the start of batch are durable
+// (at least one), waiting for the first to be when none is yet. The events
+// an fsync already covers are handed over at once rather than behind the
+// fsync that the batch's last one waits for: a command's answer waits for
+// its event's fold, and a batch of a busy project often ends in events an
+// fsync began too early to cover.
+func (s *Store) durablePart(ctx context.Context, batch []kernel.Recorded) (int, error) {
+	if s.group == nil {
+		return len(batch), nil
+	}
+	for {
+		synced := s.group.synced.Load()
+		if n := sort.Search(len(batch), func(i int) bool { return batch[i].Seq > synced }); n > 0 {
+			return n, nil
+		}
+		if err := s.Durable(ctx, batch[0].Seq); err != nil {
+			return 0, err
 		}
 	}
 }
