@@ -32,7 +32,7 @@ func mustFold(t *testing.T, s *Store, batch ...kernel.Recorded) {
 // The projector's transaction stays open across batches: a batch's Turns
 // are answered (TurnAt) once it is folded, and read (Turn, WaitFor) once
 // it commits, which it does at the first fold after the commit interval, on
-// Commit (the source has caught up), or on Close. What it commits is what
+// Commit, or on Close (CaughtUp and reads: TestCaughtUpCommitsWhenSomeoneWaits). What it commits is what
 // one Apply of every event makes.
 func TestFoldCommitsAfterTheIntervalOrWhenTold(t *testing.T) {
 	l := newEvents()
@@ -51,12 +51,6 @@ func TestFoldCommitsAfterTheIntervalOrWhenTold(t *testing.T) {
 	if _, err := s.Turn(proj, "t1"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Turn(t1) before the commit = %v, want ErrNotFound", err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel()
-	if err := s.WaitFor(ctx, dispatched); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("WaitFor(%d) before the commit = %v, want it to wait", dispatched, err)
-	}
-
 	now = now.Add(time.Millisecond) // within the interval: still open
 	c1 := l.claim("t1", "w", "c1")
 	mustFold(t, s, c1)
@@ -103,6 +97,121 @@ func TestFoldCommitsAfterTheIntervalOrWhenTold(t *testing.T) {
 	}
 	if diff := cmp.Diff(mustDump(t, applied(t, l)), mustDump(t, reopened)); diff != "" {
 		t.Errorf("folded over four transactions, the file differs from one Apply of every event (-Apply +Fold):\n%s", diff)
+	}
+}
+
+// CaughtUp (the source has nothing more on its way) commits what is folded
+// only when someone waits for it — a read of a ledger_seq folded, or a
+// watch of a long poll or push feed — or the commit interval has passed;
+// otherwise the interval's timer commits it. A read that comes later
+// commits it itself. Commands are answered from the fold, so a ledger whose
+// clients only send commands commits once an interval, not at every lull.
+func TestCaughtUpCommitsWhenSomeoneWaits(t *testing.T) {
+	l := newEvents()
+	l.register("w", "worker", 2)
+	l.register("r", "lead", 1)
+	now := t0
+	cfg := testConfig()
+	cfg.CommitInterval = time.Second // the timer does not fire within this part
+	cfg.Now = func() time.Time { return now }
+	s, _ := openWith(t, cfg)
+
+	mustFold(t, s, l.recs...)
+	if err := s.CaughtUp(); err != nil {
+		t.Fatal(err)
+	}
+	if cp := s.Checkpoint(); cp != 0 {
+		t.Fatalf("Checkpoint() after CaughtUp with nobody waiting = %d, want 0 (left open)", cp)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.WaitFor(ctx, l.seq); err != nil {
+		t.Fatalf("WaitFor(%d) of a folded event = %v, want it committed for the read", l.seq, err)
+	}
+	if cp := s.Checkpoint(); cp != l.seq {
+		t.Errorf("Checkpoint() after the read = %d, want %d", cp, l.seq)
+	}
+
+	// A long poll watching the agent: CaughtUp commits at once and wakes it.
+	changed, stop := s.WatchAgent(proj, "w")
+	d := l.dispatch("t1", "w", "r", "code")
+	mustFold(t, s, d)
+	if err := s.CaughtUp(); err != nil {
+		t.Fatal(err)
+	}
+	if cp := s.Checkpoint(); cp != d.Seq {
+		t.Errorf("Checkpoint() after CaughtUp with a watch waiting = %d, want %d", cp, d.Seq)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Error("the agent's watch was not woken by the dispatch's commit")
+	}
+	stop()
+
+	// A read waiting before its event is folded: the fold that reaches it
+	// commits, without waiting for CaughtUp or the interval.
+	c := l.claim("t1", "w", "c1")
+	read := make(chan error, 1)
+	go func() { read <- s.WaitFor(ctx, c.Seq) }()
+	checkfor.Until(t, 10*time.Second, "the read waiting", func() bool { return s.readWaiting(c.Seq) })
+	mustFold(t, s, c)
+	if err := <-read; err != nil || s.Checkpoint() != c.Seq {
+		t.Errorf("a read waiting for the claim = %v, checkpoint %d; want it committed by the fold (%d)", err, s.Checkpoint(), c.Seq)
+	}
+
+	// Nobody waiting, and the interval runs out: its timer commits.
+	now2 := t0
+	quick, _ := openClocked(t, &now2)
+	mustFold(t, quick, l.recs...)
+	if err := quick.CaughtUp(); err != nil {
+		t.Fatal(err)
+	}
+	checkfor.Until(t, 10*time.Second, "the interval's commit", func() bool { return quick.Checkpoint() == l.seq })
+	if diff := cmp.Diff(mustDump(t, applied(t, l)), mustDump(t, quick)); diff != "" {
+		t.Errorf("committed by the timer, the file differs from one Apply of every event (-Apply +Fold):\n%s", diff)
+	}
+}
+
+// A commit made for a read that fails rolls back what the projector had
+// folded: the projector's next call says so, and it follows again from the
+// checkpoint, so that those events are folded again rather than skipped.
+func TestFailedCommitForAReadStartsTheProjectorOver(t *testing.T) {
+	l := newEvents()
+	l.register("w", "worker", 1)
+	l.register("r", "lead", 1)
+	l.dispatch("t1", "w", "r", "code")
+	cfg := testConfig()
+	cfg.CommitInterval = time.Second
+	s, _ := openWith(t, cfg)
+	mustFold(t, s, l.recs[:2]...)
+	if err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	mustFold(t, s, l.recs[2])
+	if err := s.CaughtUp(); err != nil {
+		t.Fatal(err)
+	}
+	s.beforeCommit = func() error { return errors.New("disk full") }
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := s.WaitFor(ctx, l.recs[2].Seq); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitFor whose commit failed = %v, want it to wait", err)
+	}
+	s.beforeCommit = nil
+	c := l.claim("t1", "w", "c1")
+	if err := s.Fold([]kernel.Recorded{c}); !errors.Is(err, errAborted) {
+		t.Fatalf("the projector's next Fold after the read's failed commit = %v, want errAborted", err)
+	}
+	if cp := s.Checkpoint(); cp != l.recs[1].Seq {
+		t.Errorf("Checkpoint() = %d, want the last commit's %d", cp, l.recs[1].Seq)
+	}
+	mustFold(t, s, l.recs[2:]...)
+	if err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(mustDump(t, applied(t, l)), mustDump(t, s)); diff != "" {
+		t.Errorf("folded again from the checkpoint, the file differs from one Apply of every event (-Apply +Fold):\n%s", diff)
 	}
 }
 

@@ -47,6 +47,13 @@ func projectWatchKey(project string) string { return string(key(project)) }
 
 func agentWatchKey(project, agent string) string { return string(key(project, agent)) + "a" }
 
+// watching reports whether anyone waits on a watch.
+func (n *notifier) watching() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.chans) > 0
+}
+
 func (n *notifier) watch(k string, agent bool) (<-chan struct{}, func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

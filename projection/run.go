@@ -58,7 +58,7 @@ func NewProjector(store *Store, src Source) *Projector {
 func (p *Projector) Run(ctx context.Context) error {
 	apply := func(batch []kernel.Recorded) error {
 		if len(batch) == 0 {
-			return p.store.Commit()
+			return p.store.CaughtUp()
 		}
 		if err := p.store.Fold(batch); err != nil {
 			return err

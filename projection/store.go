@@ -142,6 +142,9 @@ type Store struct {
 	// projector folds into until its commit (nil when none).
 	wmu  sync.Mutex
 	open *openTx
+	// aborted: a commit made for a read or by the interval's timer failed
+	// and rolled back what the projector had folded (takeAborted).
+	aborted bool
 
 	beforeCommit func() error // tests: runs between publishFolded and the commit
 }
@@ -155,6 +158,13 @@ type openTx struct {
 	last   uint64            // the last ledger_seq folded into it
 	events []kernel.Recorded // folded into it, for the watches raised at its commit
 	began  time.Time
+	timer  *time.Timer // commits it once the interval has passed (CaughtUp); nil when none
+}
+
+func (o *openTx) stopTimer() {
+	if o.timer != nil {
+		o.timer.Stop()
+	}
 }
 
 // Open opens (creating when missing) the projection file at path. A file
@@ -252,7 +262,38 @@ func (s *Store) Checkpoint() uint64 {
 // or ErrClosed when the store closes first. It is woken by the commit that
 // reaches seq, not by polling.
 func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
-	return s.waitUntil(ctx, seq, &s.checkpoint, &s.checkpointGate)
+	for {
+		s.mu.Lock()
+		if s.checkpoint >= seq {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return ErrClosed
+		}
+		ch := s.checkpointGate.wait(seq)
+		folded := s.folded >= seq
+		s.mu.Unlock()
+		if folded && s.wmu.TryLock() {
+			// Folded and left open (CaughtUp): this read is the commit's
+			// reason. Whoever holds the lock otherwise commits it for the
+			// read: a fold or CaughtUp sees the waiter registered above.
+			// Should the commit fail, the projector folds the events
+			// again and the read waits for that.
+			if o := s.open; o != nil && o.last >= seq {
+				if err := s.commitLocked(); err != nil {
+					s.aborted = true
+				}
+			}
+			s.wmu.Unlock()
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // waitUntil returns once *mark (read under s.mu, with g woken when it
@@ -309,10 +350,13 @@ func (s *Store) apply(batch []kernel.Recorded, items [][]byte) error {
 func (s *Store) Fold(batch []kernel.Recorded) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	if err := s.takeAborted(); err != nil {
+		return err
+	}
 	if err := s.foldLocked(batch, nil); err != nil {
 		return err
 	}
-	if o := s.open; o != nil && (s.cfg.CommitInterval <= 0 || len(o.events) >= maxOpenEvents || s.cfg.Now().Sub(o.began) >= s.cfg.CommitInterval) {
+	if o := s.open; o != nil && (s.cfg.CommitInterval <= 0 || len(o.events) >= maxOpenEvents || s.cfg.Now().Sub(o.began) >= s.cfg.CommitInterval || s.readWaiting(o.last)) {
 		return s.commitLocked()
 	}
 	return nil
@@ -323,7 +367,77 @@ func (s *Store) Fold(batch []kernel.Recorded) error {
 func (s *Store) Commit() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	if err := s.takeAborted(); err != nil {
+		return err
+	}
 	return s.commitLocked()
+}
+
+// CaughtUp is the projector's word that nothing more is on its way: it
+// commits what Fold folded when someone waits for that commit (a read
+// waiting for a ledger_seq folded, or a watch of a long poll or push feed)
+// or the transaction has been open for Config.CommitInterval; otherwise it
+// leaves the transaction open for the next events, and commits it once the
+// interval has passed if none come first. The answers of commands wait for
+// the fold alone, so a busy ledger whose clients only send commands commits
+// once an interval rather than every time the projector catches up: a
+// commit rewrites every page the transaction dirtied, and bbolt reads every
+// page a transaction touches anew.
+func (s *Store) CaughtUp() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.takeAborted(); err != nil {
+		return err
+	}
+	o := s.open
+	if o == nil {
+		return nil
+	}
+	left := s.cfg.CommitInterval - s.cfg.Now().Sub(o.began)
+	if left <= 0 || s.readWaiting(o.last) || s.notes.watching() {
+		return s.commitLocked()
+	}
+	if o.timer == nil {
+		o.timer = time.AfterFunc(left, func() { s.commitOpen(o) })
+	}
+	return nil
+}
+
+// commitOpen commits o if it is still the open transaction (CaughtUp's
+// timer).
+func (s *Store) commitOpen(o *openTx) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.open == o {
+		if err := s.commitLocked(); err != nil {
+			s.aborted = true
+		}
+	}
+}
+
+// readWaiting reports whether a read waits (WaitFor) for a ledger_seq at or
+// below last.
+func (s *Store) readWaiting(last uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.checkpointGate.ws
+	return len(ws) > 0 && ws[0].seq <= last
+}
+
+// errAborted is returned to the projector by its next Fold, Commit or
+// CaughtUp after a commit it did not make (a read's, or the interval's)
+// failed and rolled back events it had folded: it follows again from the
+// checkpoint, so that they are folded again rather than skipped.
+var errAborted = errors.New("projection: a commit failed and rolled back folded events; following again from the checkpoint")
+
+// takeAborted returns errAborted once after a rollback of folded events
+// that the projector has not been told of. Run under s.wmu.
+func (s *Store) takeAborted() error {
+	if s.aborted {
+		s.aborted = false
+		return errAborted
+	}
+	return nil
 }
 
 // maxOpenEvents bounds the events one transaction of Fold holds, and so the
@@ -417,6 +531,7 @@ func (s *Store) commitLocked() (err error) {
 		}
 	}
 	s.open = nil
+	o.stopTimer()
 	if err := o.tx.Commit(); err != nil { // rolled back by bbolt
 		return err
 	}
@@ -439,6 +554,7 @@ func (s *Store) commitLocked() (err error) {
 func (s *Store) abortLocked() {
 	if o := s.open; o != nil {
 		s.open = nil
+		o.stopTimer()
 		_ = o.tx.Rollback()
 	}
 	s.mu.Lock()
