@@ -59,7 +59,8 @@ are printed). Commands/s is reported as a share of the faster of the two.
 
 Scenarios (--scenario):
   lifecycle  --agents workers and --requesters requesters over --projects
-             projects drive whole Turns (dispatch, claim, one record, finish)
+             projects drive whole Turns (dispatch, claim, --records records
+             (1), finish with its final record)
              over HTTP for --duration, each worker on a keep-alive
              connection of its own (--net-http: through net/http's Client):
              closed loop (each worker waits for its answer), or open loop at
@@ -102,13 +103,17 @@ TURNLEDGER_ADMIN_TOKEN); the append rate is then measured only with
 
 // Config is what to measure: `turnledger bench`'s flags.
 type Config struct {
-	Scenario     string // lifecycle, feed, replay, start or overload
-	URL          string // drive a running serve instead of starting one (lifecycle)
-	AdminToken   string // the admin bearer of URL
-	NATSURL      string // with URL: that serve's NATS server, to measure the append rate on
-	Agents       int
-	Requesters   int
-	Projects     int
+	Scenario   string // lifecycle, feed, replay, start or overload
+	URL        string // drive a running serve instead of starting one (lifecycle)
+	AdminToken string // the admin bearer of URL
+	NATSURL    string // with URL: that serve's NATS server, to measure the append rate on
+	Agents     int
+	Requesters int
+	Projects   int
+	// Records is how many records a worker appends to a Turn before its
+	// finish (which writes the final record with the outcome): 1 by
+	// default; 0 makes the lifecycle three commands.
+	Records      int
 	Duration     time.Duration
 	Rate         float64
 	Events       int
@@ -131,7 +136,7 @@ type Config struct {
 // DefaultConfig is `turnledger bench`'s defaults: a closed-loop lifecycle
 // run of 10 s, 64 workers and 4 requesters in one project.
 func DefaultConfig() Config {
-	return Config{Scenario: "lifecycle", Agents: 64, Requesters: 4, Projects: 1, Duration: 10 * time.Second, Events: 1_000_000, Factor: 3}
+	return Config{Scenario: "lifecycle", Agents: 64, Requesters: 4, Projects: 1, Records: 1, Duration: 10 * time.Second, Events: 1_000_000, Factor: 3}
 }
 
 // Run runs the scenario of cfg and prints its report to stdout (progress
@@ -217,6 +222,9 @@ func (c Config) Validate() error {
 	if c.Duration <= 0 || c.Rate < 0 || c.Events < 1 {
 		errs = append(errs, errors.New("--duration and --events must be positive, --rate not negative"))
 	}
+	if c.Records < 0 || c.Records > 100 {
+		errs = append(errs, fmt.Errorf("--records must be 0 to 100, not %d", c.Records))
+	}
 	if c.Scenario == "overload" && (c.Duration < 800*time.Millisecond || c.Events < 2) {
 		errs = append(errs, errors.New("overload: --duration must be at least 800ms (eight phases) and --events at least 2"))
 	}
@@ -240,19 +248,22 @@ type Result struct {
 	GroupWriters       int     `json:"group_writers,omitempty"`
 	EventsPerFsync     float64 `json:"events_per_fsync,omitempty"`
 	// lifecycle
-	Agents       int                     `json:"agents,omitempty"`
-	Projects     int                     `json:"projects,omitempty"`
-	Client       string                  `json:"client,omitempty"` // how the workers send: "conn" (one connection each) or "net/http"
-	Seconds      float64                 `json:"seconds,omitempty"`
-	Turns        int64                   `json:"turns,omitempty"`
-	TurnsPerSec  float64                 `json:"turns_per_second,omitempty"`
-	CmdsPerSec   float64                 `json:"commands_per_second,omitempty"`
-	CmdRatio     float64                 `json:"commands_to_appends_ratio,omitempty"`
-	Errors       int64                   `json:"errors"`
-	Commands     map[string]LatencyStats `json:"commands,omitempty"`
-	MaxLag       uint64                  `json:"max_projection_lag,omitempty"`
-	CPUCores     float64                 `json:"cpu_cores,omitempty"`
-	ProcessRSSMB float64                 `json:"rss_mib,omitempty"`
+	Agents int `json:"agents,omitempty"`
+	// RecordsPerTurn is Config.Records of a lifecycle run: the records a
+	// worker appended to each Turn before its finish.
+	RecordsPerTurn int                     `json:"records_per_turn"`
+	Projects       int                     `json:"projects,omitempty"`
+	Client         string                  `json:"client,omitempty"` // how the workers send: "conn" (one connection each) or "net/http"
+	Seconds        float64                 `json:"seconds,omitempty"`
+	Turns          int64                   `json:"turns,omitempty"`
+	TurnsPerSec    float64                 `json:"turns_per_second,omitempty"`
+	CmdsPerSec     float64                 `json:"commands_per_second,omitempty"`
+	CmdRatio       float64                 `json:"commands_to_appends_ratio,omitempty"`
+	Errors         int64                   `json:"errors"`
+	Commands       map[string]LatencyStats `json:"commands,omitempty"`
+	MaxLag         uint64                  `json:"max_projection_lag,omitempty"`
+	CPUCores       float64                 `json:"cpu_cores,omitempty"`
+	ProcessRSSMB   float64                 `json:"rss_mib,omitempty"`
 	// feed, replay, start
 	Events       int     `json:"events,omitempty"`
 	FeedP50      float64 `json:"feed_page_p50_ms,omitempty"`
@@ -311,6 +322,9 @@ func (r *Result) print(w io.Writer) {
 	}
 	switch r.Scenario {
 	case "lifecycle":
+		if r.RecordsPerTurn != 1 {
+			fmt.Fprintf(w, "lifecycle of %d commands (dispatch, claim, %d records, finish)\n", r.RecordsPerTurn+3, r.RecordsPerTurn)
+		}
 		fmt.Fprintf(w, "%d agents over %d project(s), client %s, %.1f s: %d Turns, %.0f Turns/s, %.0f commands/s", r.Agents, r.Projects, r.Client, r.Seconds, r.Turns, r.TurnsPerSec, r.CmdsPerSec)
 		if r.CmdRatio > 0 {
 			which := "group"
@@ -559,6 +573,7 @@ type fleet struct {
 	requesters [][]agent // by project
 	workers    []agent
 	run        string // a per-run prefix of dispatch keys
+	records    int    // records per Turn before its finish (Config.Records)
 }
 
 // agent is an agent of the run and the token of its credential.
@@ -599,7 +614,7 @@ func register(ctx context.Context, adm *client.Client, project, id string, capac
 
 // setUp registers the agents and issues their credentials.
 func (b *bench) setUp(ctx context.Context, t *target, adm *client.Client) (*fleet, error) {
-	f := &fleet{url: t.url, run: fmt.Sprintf("%x", rand.Uint64())}
+	f := &fleet{url: t.url, run: fmt.Sprintf("%x", rand.Uint64()), records: b.cfg.Records}
 	for p := range b.cfg.Projects {
 		project := fmt.Sprintf("bench%d", p)
 		var reqs []agent
@@ -700,11 +715,13 @@ func (f *fleet) turn(ctx context.Context, l *lane, rec *recorder, n int64) error
 		rec.first.CompareAndSwap(nil, err.Error())
 		return err
 	}
-	if err := rec.timed("record", func() error {
-		_, err := l.self.AppendSemanticRecord(ctx, c.Claim, "note", map[string]any{"n": n})
-		return err
-	}); err != nil {
-		return err
+	for i := range f.records {
+		if err := rec.timed("record", func() error {
+			_, err := l.self.AppendSemanticRecord(ctx, c.Claim, "note", map[string]any{"n": n, "i": i})
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 	if err := rec.timed("finish", func() error {
 		_, err := l.self.FinishTurn(ctx, c.Claim, client.FinishRequest{Outcome: "succeeded", FinalPayload: map[string]any{"n": n}, FinalRecordRole: "result"})
@@ -812,7 +829,7 @@ func (b *bench) lifecycle(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer t.close()
-	res := &Result{Scenario: "lifecycle", Agents: b.cfg.Agents, Projects: b.cfg.Projects, Commands: map[string]LatencyStats{}}
+	res := &Result{Scenario: "lifecycle", Agents: b.cfg.Agents, Projects: b.cfg.Projects, RecordsPerTurn: b.cfg.Records, Commands: map[string]LatencyStats{}}
 	if t.nc != nil {
 		b.say("measuring the durable append rate, in sequence and from %d writers (2 × 1.5 s)…", b.cfg.Agents)
 		lim, err := b.appendRate(ctx, t, b.cfg.Agents, 1500*time.Millisecond)

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -64,6 +65,41 @@ func TestBenchLifecycleReportsSaneNumbers(t *testing.T) {
 				t.Errorf("bench RSS %v MiB, CPU %v cores; want both measured", r.ProcessRSSMB, r.CPUCores)
 			}
 		})
+	}
+}
+
+// TestBenchRecordsPerTurn: --records sets how many records each Turn gets
+// before its finish, 0 making the lifecycle dispatch, claim, finish (the
+// finish writes the final record), as River's lifecycle in bench/river
+// inserts a job and writes its record with the completion.
+func TestBenchRecordsPerTurn(t *testing.T) {
+	for _, records := range []int{0, 2} {
+		t.Run(fmt.Sprint(records), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			cfg := DefaultConfig()
+			cfg.Duration, cfg.Agents, cfg.Requesters, cfg.JSON, cfg.Records = time.Second, 4, 2, true, records
+			if err := Run(t.Context(), cfg, &out, &errb); err != nil {
+				t.Fatalf("bench = %v: %s", err, errb.String())
+			}
+			var r Result
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+				t.Fatalf("bench --json printed %q: %v", out.String(), err)
+			}
+			if r.Turns < 1 || r.Errors != 0 || r.RecordsPerTurn != records {
+				t.Fatalf("bench = %+v; want Turns ≥ 1, no errors, %d records per Turn", r, records)
+			}
+			if got := int64(r.Commands["record"].N); got < int64(records)*r.Turns || got > int64(records)*(r.Turns+int64(cfg.Agents)) {
+				t.Errorf("%d records sent for %d Turns, want %d per Turn", got, r.Turns, records)
+			}
+			if perTurn, want := r.CmdsPerSec/r.TurnsPerSec, float64(records+3); perTurn < want-0.01 || perTurn > want+0.5 {
+				t.Errorf("commands per Turn = %.2f, want %v plus at most a few unfinished", perTurn, want)
+			}
+		})
+	}
+	cfg := DefaultConfig()
+	cfg.Records = -1
+	if err := Run(t.Context(), cfg, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--records") {
+		t.Errorf("bench --records -1 = %v, want an error naming --records", err)
 	}
 }
 

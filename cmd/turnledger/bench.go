@@ -23,6 +23,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.NATSURL, "nats-url", "", "with --url: the NATS server of that serve, to measure the append rate on")
 	fs.IntVar(&cfg.Agents, "agents", cfg.Agents, "workers, each an agent of capacity 1")
 	fs.IntVar(&cfg.Requesters, "requesters", cfg.Requesters, "requesters per project that dispatch the Turns")
+	fs.IntVar(&cfg.Records, "records", cfg.Records, "lifecycle: records a worker appends to each Turn before its finish (which writes the final record); 0 makes the lifecycle dispatch, claim, finish")
 	fs.IntVar(&cfg.Projects, "projects", cfg.Projects, "projects the agents are spread over (1 is the hardest case: one project's appends are serialised)")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the lifecycle load runs")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: Turns started per second (0: closed loop)")
