@@ -19,6 +19,14 @@
 //  5. waits until the state it decided on is durable (Ledger.Durable), and
 //     answers the event's ledger_seq.
 //
+// Where the ledger is the only writer of its stream (serve with its
+// embedded NATS server, listening on no port), step 3 only sends the
+// append, with the ledger_seq it will get, and step 4 evolves with that:
+// the command waits for the server's answer after releasing the lock, and
+// the project's next command decides meanwhile (pipeline.go). An append
+// the server refuses there stores nothing and answers its command
+// Unavailable; the project's state is then folded again from the ledger.
+//
 // A lost race (another instance appended first: kernel.ErrStale) is caught
 // up from the ledger and decided again: while the races lost are explained
 // by events another instance appended (the project makes progress), for up
@@ -134,6 +142,8 @@
 //	engine Retention.mu           retention's status                             no
 //	ledger Archived.purge (RW)    write: a purge; read: a read crossing from     yes: the reads and the purge
 //	                              the archive into the stream
+//	ledger pipeline.mu            the ledger_seq guessed next, the order of      yes: an append in sequence while the
+//	                              sends (pipelined appends, ledger/pipeline.go)  Store pipelines (never a pipelined one's answer)
 //	ledger Store.mu               appends in ExpectStream mode, their heads      yes: the publish
 //	ledger sent.mu                this Store's appends that Follow has not seen  no
 //	ledger groupSync.mu           the fsync in flight and the callers queued     no (the fsync runs on its own goroutine)

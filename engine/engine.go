@@ -146,6 +146,12 @@ type slot struct {
 	loadErr error
 
 	snapSeq uint64 // ledger_seq of the project's last snapshot; guarded by mu
+
+	// sent are the appends of the project's commands sent and not known
+	// answered (pipeline.go); mine collects those of the command running
+	// under mu (nil when none runs). Both guarded by mu.
+	sent []sentAppend
+	mine *[]sentAppend
 }
 
 // New returns an engine over the ledger.
@@ -249,9 +255,14 @@ func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64,
 		}
 		s.mu.RUnlock() // the state needs folding first (or forgetting): see below
 	}
-	seq, err := e.doLocked(ctx, s, project, last, fn)
+	seq, sent, err := e.doLocked(ctx, s, project, last, fn)
 	if readOnly {
 		return err
+	}
+	for _, a := range sent {
+		if aerr := a.wait(ctx); aerr != nil {
+			return refusedSent(project, aerr)
+		}
 	}
 	if derr := e.ledger.Durable(ctx, seq); derr != nil {
 		// The answer rests on events that may not survive a power loss:
@@ -262,8 +273,9 @@ func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64,
 }
 
 // doLocked is doOn under the project's write lock; it also returns the
-// ledger_seq of the state fn ended on.
-func (e *Engine) doLocked(ctx context.Context, s *slot, project string, last uint64, fn func(*kernel.Project) error) (seq uint64, err error) {
+// ledger_seq of the state fn ended on, and the appends fn sent without
+// waiting for their answers (pipeline.go).
+func (e *Engine) doLocked(ctx context.Context, s *slot, project string, last uint64, fn func(*kernel.Project) error) (seq uint64, sent []sentAppend, err error) {
 	// Requests waiting for a last ledger_seq may take the answer of this
 	// command's append (lastseq.go).
 	appended := false
@@ -273,14 +285,19 @@ func (e *Engine) doLocked(ctx context.Context, s *slot, project string, last uin
 	defer s.mu.Unlock()
 	defer s.auth.publish(s.p) // after fn's changes, still under the lock
 	defer func() { seq = s.p.Seq }()
+	if _, err := e.settle(ctx, s, false); err != nil {
+		return 0, nil, err
+	}
 	if !s.loaded.Load() || last > s.p.Seq {
 		if err := e.catchUp(ctx, s.p); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		s.loaded.Store(true)
 	}
 	before, k := s.p.Seq, s.probe.appending()
+	s.mine = &sent
 	err = fn(s.p)
+	s.mine = nil
 	if appended = s.p.Seq > before; appended {
 		// fn appended, after the lock was taken: every event acknowledged
 		// before that is at or below the project's last ledger_seq now.
@@ -295,7 +312,7 @@ func (e *Engine) doLocked(ctx context.Context, s *slot, project string, last uin
 		}
 		e.mu.Unlock()
 	}
-	return 0, err
+	return 0, sent, err
 }
 
 // behind reports whether the ledger holds events of the project that p has
@@ -389,6 +406,22 @@ func (e *Engine) decideAppendAll(ctx context.Context, p *kernel.Project, cmd ker
 		ev := events[0]
 		seqs, err := e.append(ctx, p, events)
 		if errors.Is(err, kernel.ErrStale) {
+			if s := e.heldSlot(p); s != nil {
+				// The refusal may come of a pipelined append refused
+				// before it: then the state is emptied, to be folded
+				// again from the ledger, and the command decided again.
+				reset, serr := e.settle(ctx, s, true)
+				if serr != nil {
+					return 0, nil, nil, serr
+				}
+				if reset {
+					if err := e.catchUp(ctx, p); err != nil {
+						return 0, nil, nil, err
+					}
+					s.loaded.Store(true)
+					continue
+				}
+			}
 			before := p.Seq
 			if err := e.catchUp(ctx, p); err != nil {
 				return 0, nil, nil, err
@@ -430,6 +463,12 @@ func (e *Engine) decideAppendAll(ctx context.Context, p *kernel.Project, cmd ker
 func (e *Engine) append(ctx context.Context, p *kernel.Project, events []kernel.Event) ([]uint64, error) {
 	if len(events) > 1 {
 		return e.ledger.AppendBatch(ctx, p.ID, p.Seq, events)
+	}
+	if seq, sent, err := e.sendAppend(ctx, p, events[0]); sent {
+		if err != nil {
+			return nil, err
+		}
+		return []uint64{seq}, nil
 	}
 	seq, err := e.ledger.Append(ctx, p.ID, p.Seq, events[0])
 	if err != nil {

@@ -89,6 +89,11 @@ func (e *Engine) saveSnapshotsBelow(horizon uint64) error {
 
 // saveSnapshot saves s's write model; s.mu is held.
 func (e *Engine) saveSnapshot(s *slot) error {
+	// A snapshot holds only what the ledger has stored: every append sent
+	// is answered first, and a state emptied by a refusal is not saved.
+	if reset, err := e.settle(context.Background(), s, true); err != nil || reset {
+		return err
+	}
 	data, err := encodeSnapshot(s.p)
 	if err != nil {
 		return err

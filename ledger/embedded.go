@@ -102,10 +102,12 @@ type Embedded struct {
 	lock     *os.File // held while the server runs; nil where flock is unavailable
 	storeDir string
 	group    bool // GroupCommit with SyncAlways: Open's Stores fsync in groups
+	listens  bool // on a port: other processes may write its streams
 
 	mu     sync.Mutex
 	conns  []*nats.Conn
-	groups []*groupSync // of the Stores Open made
+	groups []*groupSync         // of the Stores Open made
+	pipes  map[string]*pipeline // by stream: the pipeline of the first Store Open made on it
 	closed bool
 }
 
@@ -158,7 +160,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		unlock()
 		return nil, errors.New("ledger: embedded server started without JetStream")
 	}
-	return &Embedded{srv: srv, lock: lock, storeDir: storeDir, group: cfg.GroupCommit && cfg.Sync != SyncInterval}, nil
+	return &Embedded{srv: srv, lock: lock, storeDir: storeDir, group: cfg.GroupCommit && cfg.Sync != SyncInterval, listens: cfg.Port != 0}, nil
 }
 
 // Open connects in-process and opens a Store on the connection (see Open).
@@ -174,11 +176,9 @@ func (e *Embedded) Open(ctx context.Context, cfg Config) (*nats.Conn, *Store, er
 		nc.Close()
 		return nil, nil, err
 	}
-	if e.group {
-		if s.cfg.Storage != FileStorage {
-			// Nothing to fsync: memory storage keeps no promise past the process.
-			return nc, s, nil
-		}
+	// Memory storage has nothing to fsync: it keeps no promise past the
+	// process.
+	if e.group && s.cfg.Storage == FileStorage {
 		if s.group, err = newGroupSync(e.storeDir, s.cfg.Stream); err != nil {
 			nc.Close()
 			return nil, nil, err
@@ -187,7 +187,32 @@ func (e *Embedded) Open(ctx context.Context, cfg Config) (*nats.Conn, *Store, er
 		e.groups = append(e.groups, s.group)
 		e.mu.Unlock()
 	}
+	e.pipeline(s)
 	return nc, s, nil
+}
+
+// pipeline gives s a pipeline (pipeline.go) when it is the only writer of
+// its stream: the server listens on no port, and no other Store of this
+// server writes the stream (each has a connection of its own, whose
+// messages the server may take in any order with another's). A second
+// Store on a stream turns the first one's pipeline off.
+func (e *Embedded) pipeline(s *Store) {
+	if e.listens || s.mode != ExpectProject {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.pipes[s.cfg.Stream]; ok {
+		if p != nil {
+			p.turnOff()
+		}
+		return
+	}
+	if e.pipes == nil {
+		e.pipes = map[string]*pipeline{}
+	}
+	s.pipe = &pipeline{}
+	e.pipes[s.cfg.Stream] = s.pipe
 }
 
 // Connect opens an in-process connection (no TCP) to the server. Close closes

@@ -69,6 +69,10 @@ type Store struct {
 	// server syncs as its configuration says.
 	group *groupSync
 
+	// pipe guesses the ledger_seq of the next message where the Store is
+	// its stream's only writer (pipeline.go); nil elsewhere.
+	pipe *pipeline
+
 	// refused is, per project, the expectation of its last append refused
 	// for a wrong last sequence (deleted on a success).
 	refused sync.Map
@@ -201,52 +205,33 @@ func checkProject(project string) error {
 // e.ProjectID must be project; the project, e.Aggregate and e.ID must be safe
 // tokens (ErrInvalidID otherwise).
 func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e kernel.Event) (uint64, error) {
-	if err := checkProject(project); err != nil {
-		return 0, err
-	}
-	if e.ProjectID != project {
-		return 0, fmt.Errorf("ledger: event of project %q appended to project %q", e.ProjectID, project)
-	}
-	if !kernel.ValidID(e.Aggregate) || !kernel.ValidID(e.ID) {
-		return 0, fmt.Errorf("%w: aggregate %q id %q", ErrInvalidID, e.Aggregate, e.ID)
-	}
-	data, err := kernel.MarshalEvent(e)
+	msg, n, err := s.message(project, e)
 	if err != nil {
 		return 0, err
 	}
-	// The server refuses a message over its max_payload; say so as the
-	// client's error (the request is too large), not as an outage.
-	if limit := s.nc.MaxPayload() - headerAllowance; int64(len(data)) > limit {
-		return 0, kernel.Errorf(kernel.Validation, "the event is %d bytes encoded; the ledger takes at most %d: send smaller payloads", len(data), limit)
-	}
-	n := nonce()
-	msg := &nats.Msg{
-		Subject: s.subject(e),
-		Data:    data,
-		Header: nats.Header{
-			HeaderType:    []string{e.Type},
-			HeaderVersion: []string{strconv.Itoa(e.V)},
-			HeaderID:      []string{e.ID},
-			HeaderNonce:   []string{n},
-		},
-	}
 	s.sent.add(n, e)
 	var seq uint64
-	if s.mode == ExpectProject {
-		seq, err = s.publish(ctx, project, expectLast, msg, true, jetstream.WithExpectLastSequenceForSubject(expectLast, s.projectFilter(project)))
-		if err != nil {
-			if isWrongLastSeq(err) {
-				err = conflict(project, expectLast)
-			} else {
-				// A full or failing disk, a lost leader, a timeout: an
-				// outage the client may retry (with its Idempotency-Key),
-				// not a bug.
-				err = unavailableAppend(project, err)
+	s.sequenced(func() (uint64, int) {
+		if s.mode == ExpectProject {
+			seq, err = s.publish(ctx, project, expectLast, msg, true, jetstream.WithExpectLastSequenceForSubject(expectLast, s.projectFilter(project)))
+			if err != nil {
+				if isWrongLastSeq(err) {
+					err = conflict(project, expectLast)
+				} else {
+					// A full or failing disk, a lost leader, a timeout: an
+					// outage the client may retry (with its Idempotency-Key),
+					// not a bug.
+					err = unavailableAppend(project, err)
+				}
 			}
+		} else {
+			seq, err = s.appendStreamWide(ctx, project, expectLast, msg)
 		}
-	} else {
-		seq, err = s.appendStreamWide(ctx, project, expectLast, msg)
-	}
+		if err != nil {
+			return 0, 1
+		}
+		return seq, 1
+	})
 	// An append that timed out may still have been stored; its event is
 	// then decoded from its message.
 	s.sent.answered(n, err == nil)
@@ -255,6 +240,14 @@ func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e
 	}
 	s.acked(seq)
 	return seq, nil
+}
+
+func errProjectMismatch(got, want string) error {
+	return fmt.Errorf("ledger: event of project %q appended to project %q", got, want)
+}
+
+func errInvalidIDs(e kernel.Event) error {
+	return fmt.Errorf("%w: aggregate %q id %q", ErrInvalidID, e.Aggregate, e.ID)
 }
 
 // MaxBatch is the most events AppendBatch takes at once (nats-server's
@@ -292,10 +285,10 @@ func (s *Store) AppendBatch(ctx context.Context, project string, expectLast uint
 	msgs := make([]*nats.Msg, len(events))
 	for i, e := range events {
 		if e.ProjectID != project {
-			return nil, fmt.Errorf("ledger: event of project %q appended to project %q", e.ProjectID, project)
+			return nil, errProjectMismatch(e.ProjectID, project)
 		}
 		if !kernel.ValidID(e.Aggregate) || !kernel.ValidID(e.ID) {
-			return nil, fmt.Errorf("%w: aggregate %q id %q", ErrInvalidID, e.Aggregate, e.ID)
+			return nil, errInvalidIDs(e)
 		}
 		data, err := kernel.MarshalEvent(e)
 		if err != nil {
@@ -321,14 +314,42 @@ func (s *Store) AppendBatch(ctx context.Context, project string, expectLast uint
 		msgs[i] = &nats.Msg{Subject: s.subject(e), Data: data, Header: h}
 	}
 	var last uint64
-	err := s.retry(ctx, "atomic batch to "+project, func(ctx context.Context, again bool) error {
+	var err error
+	s.sequenced(func() (uint64, int) {
+		err = s.appendBatch(ctx, project, expectLast, msgs, &last)
+		if err != nil {
+			return 0, len(msgs)
+		}
+		return last, len(msgs)
+	})
+	if errors.Is(err, ErrConflict) {
+		return nil, err
+	}
+	if err != nil {
+		// The batch may or may not be stored: the engine catches up and
+		// finds out; a client retries with its Idempotency-Key.
+		return nil, unavailableAppend(project, err)
+	}
+	seqs := make([]uint64, len(events))
+	for i := range seqs {
+		seqs[i] = last - uint64(len(events)-1-i)
+	}
+	s.refused.Delete(project)
+	s.acked(last)
+	return seqs, nil
+}
+
+// appendBatch sends msgs as one atomic batch (AppendBatch) and sets *last
+// to the ledger_seq of the last.
+func (s *Store) appendBatch(ctx context.Context, project string, expectLast uint64, msgs []*nats.Msg, last *uint64) error {
+	return s.retry(ctx, "atomic batch to "+project, func(ctx context.Context, again bool) error {
 		if again {
 			// An earlier attempt went unanswered: it may be stored. Its
 			// first message, if it was, is the project's next event.
 			m, err := s.stream.GetMsg(ctx, expectLast+1, jetstream.WithGetMsgSubject(s.projectFilter(project)))
 			switch {
 			case err == nil && sameMsg(m, msgs[0]):
-				last = m.Sequence + uint64(len(msgs)-1)
+				*last = m.Sequence + uint64(len(msgs)-1)
 				return nil
 			case err == nil:
 				return conflict(project, expectLast)
@@ -375,29 +396,14 @@ func (s *Store) AppendBatch(ctx context.Context, project string, expectLast uint
 			if strings.Contains(e.Description, "disabled") {
 				return kernel.Errorf(kernel.Unavailable, "the ledger's stream does not take atomic batches (made before they were asked for): allow them with `nats stream edit %s --allow-batch` (allow_atomic: true), then retry", s.cfg.Stream)
 			}
-			return fmt.Errorf("ledger: atomic batch of %d: %s (error %d)", len(events), e.Description, e.ErrCode)
+			return fmt.Errorf("ledger: atomic batch of %d: %s (error %d)", len(msgs), e.Description, e.ErrCode)
 		}
-		if ack.Batch != id || ack.Count != uint64(len(events)) || ack.Seq < uint64(len(events)) {
+		if ack.Batch != id || ack.Count != uint64(len(msgs)) || ack.Seq < uint64(len(msgs)) {
 			return fmt.Errorf("ledger: atomic batch %s answered for batch %q of %d at %d", id, ack.Batch, ack.Count, ack.Seq)
 		}
-		last = ack.Seq
+		*last = ack.Seq
 		return nil
 	})
-	if errors.Is(err, ErrConflict) {
-		return nil, err
-	}
-	if err != nil {
-		// The batch may or may not be stored: the engine catches up and
-		// finds out; a client retries with its Idempotency-Key.
-		return nil, unavailableAppend(project, err)
-	}
-	seqs := make([]uint64, len(events))
-	for i := range seqs {
-		seqs[i] = last - uint64(len(events)-1-i)
-	}
-	s.refused.Delete(project)
-	s.acked(last)
-	return seqs, nil
 }
 
 // appendStreamWide is Append for servers without per-project expectations:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -172,6 +173,46 @@ func (l timedLedger) Append(ctx context.Context, project string, expectLast uint
 	seq, err := l.Ledger.Append(ctx, project, expectLast, e)
 	l.h.Observe(time.Since(start).Seconds())
 	return seq, err
+}
+
+// pipeliner is what engine's pipelined appends need of a ledger
+// (ledger.Store.AppendAsync).
+type pipeliner interface {
+	Pipelined() bool
+	AppendAsync(ctx context.Context, project string, expectLast uint64, e kernel.Event) (uint64, <-chan struct{}, func() error, error)
+}
+
+// Pipelined reports whether the ledger sends appends without waiting for
+// their answers (engine/pipeline.go).
+func (l timedLedger) Pipelined() bool {
+	p, ok := l.Ledger.(pipeliner)
+	return ok && p.Pipelined()
+}
+
+// AppendAsync times a pipelined append from its send to its answer, as
+// read by the first call of result.
+func (l timedLedger) AppendAsync(ctx context.Context, project string, expectLast uint64, e kernel.Event) (uint64, <-chan struct{}, func() error, error) {
+	p, ok := l.Ledger.(pipeliner)
+	if !ok {
+		seq, err := l.Append(ctx, project, expectLast, e)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		done := make(chan struct{})
+		close(done)
+		return seq, done, func() error { return nil }, nil
+	}
+	start := time.Now()
+	seq, answered, result, err := p.AppendAsync(ctx, project, expectLast, e)
+	if err != nil {
+		l.h.Observe(time.Since(start).Seconds())
+		return 0, nil, nil, err
+	}
+	var once sync.Once
+	return seq, answered, func() error {
+		once.Do(func() { l.h.Observe(time.Since(start).Seconds()) })
+		return result()
+	}, nil
 }
 
 // The metrics observe the API.
