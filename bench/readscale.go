@@ -91,6 +91,14 @@ func (b *bench) readScale(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer cleanup()
+	var wrap []string
+	if b.cfg.Pin {
+		ts, err := exec.LookPath("taskset")
+		if err != nil {
+			return nil, errors.New("--pin needs taskset (util-linux) on PATH")
+		}
+		wrap = []string{ts, "-c"}
+	}
 	res := &Result{Scenario: "readscale", Events: b.cfg.Events}
 	if err := b.fill(ctx, dir, res); err != nil {
 		return nil, err
@@ -100,14 +108,6 @@ func (b *bench) readScale(ctx context.Context) (*Result, error) {
 		if self, err = os.Executable(); err != nil {
 			return nil, err
 		}
-	}
-	var wrap []string
-	if b.cfg.Pin {
-		ts, err := exec.LookPath("taskset")
-		if err != nil {
-			return nil, errors.New("--pin needs taskset (util-linux) on PATH")
-		}
-		wrap = []string{ts, "-c"}
 	}
 	// The ledger's NATS server, listening on loopback for the instances.
 	ecfg := ledger.DefaultEmbeddedConfig(filepath.Join(dir, "nats"))

@@ -90,6 +90,8 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--scenario", "nope"}, {"--agents", "0"}, {"--projects", "9", "--agents", "4"}, {"--url", "http://127.0.0.1:1", "--scenario", "feed"}, {"extra"},
 		{"--scenario", "overload", "--duration", "100ms"}, {"--factor", "0"}, {"--url", "http://127.0.0.1:1", "--scenario", "overload"},
+		{"--scenario", "readscale", "--instances", "0"}, {"--scenario", "readscale", "--instances", "3", "--readers", "2"},
+		{"--scenario", "readscale", "--rounds", "0"}, {"--scenario", "readscale", "--gomaxprocs", "-1"}, {"--url", "http://127.0.0.1:1", "--scenario", "readscale"},
 	} {
 		var errb bytes.Buffer
 		if code := Main(t.Context(), append([]string{"bench"}, args...), &bytes.Buffer{}, &errb); code != 2 {
