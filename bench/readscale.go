@@ -79,6 +79,9 @@ type ReadPhase struct {
 	// NATS server).
 	ServeCPU []float64 `json:"serve_cpu_cores"`
 	BenchCPU float64   `json:"bench_cpu_cores"`
+	// MachineCPU is the cores the whole machine was busy (/proc/stat):
+	// with other processes', what was left of the cores to the run.
+	MachineCPU float64 `json:"machine_busy_cores"`
 	// PagesPerServeCore is PagesPerSec ÷ the serves' CPU summed: pages per
 	// second of serve CPU.
 	PagesPerServeCore float64 `json:"pages_per_serve_core_second"`
@@ -223,7 +226,7 @@ func readPages(ctx context.Context, all []*child, k, readers int, head uint64, n
 	for i, s := range all {
 		cpu0[i] = procCPU(s.cmd.Process.Pid)
 	}
-	bench0 := cpuTime()
+	bench0, machine0 := cpuTime(), machineBusy()
 	lats := make([][]time.Duration, readers)
 	var errs atomic.Int64
 	var first atomic.Value
@@ -269,6 +272,7 @@ func readPages(ctx context.Context, all []*child, k, readers int, head uint64, n
 		cpu += ph.ServeCPU[i]
 	}
 	ph.BenchCPU = (cpuTime() - bench0).Seconds() / secs
+	ph.MachineCPU = (machineBusy() - machine0).Seconds() / secs
 	var lat []time.Duration
 	for r, l := range lats {
 		lat = append(lat, l...)
@@ -375,6 +379,7 @@ func (rs *ReadScaleResult) sum() {
 			s.ServeCPU[i] += c * ph.Seconds
 		}
 		s.BenchCPU += ph.BenchCPU * ph.Seconds
+		s.MachineCPU += ph.MachineCPU * ph.Seconds
 		p50s[ph.Instances-1] = append(p50s[ph.Instances-1], ph.P50)
 		p99s[ph.Instances-1] = append(p99s[ph.Instances-1], ph.P99)
 	}
@@ -389,6 +394,7 @@ func (rs *ReadScaleResult) sum() {
 			cpu += s.ServeCPU[i]
 		}
 		s.BenchCPU /= s.Seconds
+		s.MachineCPU /= s.Seconds
 		s.PagesPerSec = float64(s.Pages) / s.Seconds
 		if cpu > 0 {
 			s.PagesPerServeCore = s.PagesPerSec / cpu
@@ -423,8 +429,8 @@ func (rs *ReadScaleResult) print(w io.Writer, events int) {
 	}
 	fmt.Fprintf(w, "%d events; %d readers, feed pages of 100 from random cursors of the last tenth; serve instances on one NATS server (%s) on %d cores\n", events, rs.Readers, how, rs.Cores)
 	for _, ph := range rs.Phases {
-		fmt.Fprintf(w, "  %d instance(s) %5.1f s: %8.0f pages/s  p50 %6.2f ms  p99 %6.2f ms  serve CPU %s cores  bench (readers + NATS) %.2f  → %.0f pages per serve core-second\n",
-			ph.Instances, ph.Seconds, ph.PagesPerSec, ph.P50, ph.P99, cores(ph.ServeCPU), ph.BenchCPU, ph.PagesPerServeCore)
+		fmt.Fprintf(w, "  %d instance(s) %5.1f s: %8.0f pages/s  p50 %6.2f ms  p99 %6.2f ms  serve CPU %s cores  bench (readers + NATS) %.2f  machine busy %.2f of %d  → %.0f pages per serve core-second\n",
+			ph.Instances, ph.Seconds, ph.PagesPerSec, ph.P50, ph.P99, cores(ph.ServeCPU), ph.BenchCPU, ph.MachineCPU, rs.Cores, ph.PagesPerServeCore)
 	}
 	one := rs.ByInstances[0]
 	for _, s := range rs.ByInstances {
@@ -432,8 +438,8 @@ func (rs *ReadScaleResult) print(w io.Writer, events int) {
 		for _, c := range s.ServeCPU {
 			cpu += c
 		}
-		fmt.Fprintf(w, "%d instance(s): %.0f pages/s (%.0f per instance), serve CPU %.2f cores (%.2f per instance), %.0f pages per serve core-second, worst p50 %.2f ms, p99 %.2f ms, pages by instance %v\n",
-			s.Instances, s.PagesPerSec, s.PagesPerSec/float64(s.Instances), cpu, cpu/float64(s.Instances), s.PagesPerServeCore, s.P50, s.P99, s.PagesByInstance)
+		fmt.Fprintf(w, "%d instance(s): %.0f pages/s (%.0f per instance), serve CPU %.2f cores (%.2f per instance), bench %.2f, machine busy %.2f of %d; %.0f pages per serve core-second, worst p50 %.2f ms, p99 %.2f ms, pages by instance %v\n",
+			s.Instances, s.PagesPerSec, s.PagesPerSec/float64(s.Instances), cpu, cpu/float64(s.Instances), s.BenchCPU, s.MachineCPU, rs.Cores, s.PagesPerServeCore, s.P50, s.P99, s.PagesByInstance)
 	}
 	most := rs.ByInstances[len(rs.ByInstances)-1]
 	perInst := 0.0
@@ -472,6 +478,30 @@ func procCPU(pid int) time.Duration {
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	s, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(u+s) * time.Second / clockTicks
+}
+
+// machineBusy is the CPU time every core of the machine spent on anything
+// but idling and waiting for I/O since boot, from /proc/stat; 0 where
+// there is none.
+func machineBusy() time.Duration {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / clockTicks
 }
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times: 100 on
