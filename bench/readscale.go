@@ -128,6 +128,9 @@ func (b *bench) readScale(ctx context.Context) (*Result, error) {
 	b.say("NATS server at %s, ledger of %d events; starting %d serve instances…", natsURL, head, b.cfg.Instances)
 	rs := &ReadScaleResult{Readers: b.cfg.Readers, Instances: b.cfg.Instances, GOMAXPROCS: b.cfg.GOMAXPROCS, Pinned: b.cfg.Pin, Cores: runtime.NumCPU()}
 	res.ReadScale = rs
+	// The other instances' copies of the projections go when the run ends
+	// (after the instances: deferred first).
+	defer os.RemoveAll(filepath.Join(dir, "readscale"))
 	serves := make([]*child, b.cfg.Instances)
 	defer func() {
 		for _, s := range serves {

@@ -3,6 +3,9 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -58,6 +61,9 @@ func TestBenchReadScaleReadsFromEveryInstance(t *testing.T) {
 	}
 	if r.Ratio <= 0 || r.PerCoreRatio <= 0 {
 		t.Errorf("readscale ratios %v, %v; want both measured", r.Ratio, r.PerCoreRatio)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Data, "readscale")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after the run, --data still holds the second instance's copy of the projections (%v), want it removed", err)
 	}
 	var text bytes.Buffer
 	res.print(&text)
