@@ -428,7 +428,7 @@ func (rs *ReadScaleResult) print(w io.Writer, events int) {
 		how = fmt.Sprintf("GOMAXPROCS=%d", rs.GOMAXPROCS)
 	}
 	if rs.Pinned {
-		how += ", each bound to a core of its own (taskset)"
+		how += fmt.Sprintf(", instance i bound to core i mod %d (taskset)", rs.Cores)
 	}
 	fmt.Fprintf(w, "%d events; %d readers, feed pages of 100 from random cursors of the last tenth; serve instances on one NATS server (%s) on %d cores\n", events, rs.Readers, how, rs.Cores)
 	for _, ph := range rs.Phases {
