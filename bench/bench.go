@@ -284,6 +284,8 @@ type Result struct {
 	Events       int     `json:"events,omitempty"`
 	FeedP50      float64 `json:"feed_page_p50_ms,omitempty"`
 	FeedP99      float64 `json:"feed_page_p99_ms,omitempty"`
+	FeedRawP50   float64 `json:"feed_page_raw_p50_ms,omitempty"` // the same pages read as bytes, not decoded by the client: serve's part
+	FeedRawP99   float64 `json:"feed_page_raw_p99_ms,omitempty"`
 	ReplayPerSec float64 `json:"replay_events_per_second,omitempty"`
 	ReadySeconds float64 `json:"ready_seconds,omitempty"`
 	// LoadedSeconds: from process start to the first answered request of
@@ -360,7 +362,7 @@ func (r *Result) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "projection lag at most %d events; process RSS %.0f MiB, CPU %.2f cores (server and load generator)\n", r.MaxLag, r.ProcessRSSMB, r.CPUCores)
 	case "feed":
-		fmt.Fprintf(w, "%d events: feed page of 100 p50 %.2f ms, p99 %.2f ms; serve peak RSS %.0f MiB\n", r.Events, r.FeedP50, r.FeedP99, r.PeakRSSMB)
+		fmt.Fprintf(w, "%d events: feed page of 100 p50 %.2f ms, p99 %.2f ms (read as bytes, not decoded: p50 %.2f ms, p99 %.2f ms); serve peak RSS %.0f MiB\n", r.Events, r.FeedP50, r.FeedP99, r.FeedRawP50, r.FeedRawP99, r.PeakRSSMB)
 	case "replay":
 		fmt.Fprintf(w, "%d events: replay %.0f events/s, peak RSS %.0f MiB\n", r.Events, r.ReplayPerSec, r.PeakRSSMB)
 	case "overload":

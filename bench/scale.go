@@ -265,7 +265,9 @@ func (c *child) stop() {
 }
 
 // feedPages reads project feed pages of 100 at random cursors of the ledger's
-// end part (the last tenth), as a reader following a long ledger does.
+// end part (the last tenth), as a reader following a long ledger does:
+// through the client (decoded, as a program gets them), then as many as
+// bytes on a connection of their own (feedPage), which is serve's part.
 func (b *bench) feedPages(ctx context.Context, c *child, res *Result) error {
 	adm, err := c.client()
 	if err != nil {
@@ -287,6 +289,11 @@ func (b *bench) feedPages(ctx context.Context, c *child, res *Result) error {
 		}
 	}
 	res.FeedP50, res.FeedP99 = quantile(lat, 0.5), quantile(lat, 0.99)
+	raw, err := readPages(ctx, []*child{c}, 1, 1, uint64(n), len(lat), 0, false)
+	if err != nil {
+		return err
+	}
+	res.FeedRawP50, res.FeedRawP99 = raw.P50, raw.P99
 	return nil
 }
 

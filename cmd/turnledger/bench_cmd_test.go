@@ -75,8 +75,8 @@ func TestBenchAtScaleScenarios(t *testing.T) {
 				t.Errorf("start: ready_seconds = %v, want > 0", r.ReadySeconds)
 			}
 		case "feed":
-			if r.FeedP50 <= 0 || r.FeedP50 > r.FeedP99 {
-				t.Errorf("feed: p50 %v p99 %v; want 0 < p50 ≤ p99", r.FeedP50, r.FeedP99)
+			if r.FeedP50 <= 0 || r.FeedP50 > r.FeedP99 || r.FeedRawP50 <= 0 || r.FeedRawP50 > r.FeedRawP99 {
+				t.Errorf("feed: p50 %v p99 %v, read as bytes p50 %v p99 %v; want 0 < p50 ≤ p99 both ways", r.FeedP50, r.FeedP99, r.FeedRawP50, r.FeedRawP99)
 			}
 		case "replay":
 			if r.ReplayPerSec <= 0 {
