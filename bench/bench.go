@@ -101,8 +101,9 @@ Scenarios (--scenario):
              and NATS server), pages per serve core-second, and the ratios
              to one instance; checks that every instance answers the same
              pages. --gomaxprocs sets each serve's GOMAXPROCS and --pin binds
-             serve i to core i mod cores (taskset), so that instances can be
-             compared at equal CPU each on a machine of few cores.
+             serve i to core i mod cores (taskset), and the bench to the
+             cores left when there are more cores than instances, so that
+             instances can be compared at equal CPU each.
 
 Without --url, bench starts serve in-process on a temporary data directory
 (embedded NATS, file storage, as 'turnledger serve' runs). With --url it

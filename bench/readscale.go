@@ -48,8 +48,11 @@ type ReadScaleResult struct {
 	Readers    int  `json:"readers"`
 	Instances  int  `json:"instances"`
 	GOMAXPROCS int  `json:"serve_gomaxprocs"` // each serve's GOMAXPROCS; 0: Go's default
-	Pinned     bool `json:"pinned"`           // each serve bound to a core of its own (taskset)
-	Cores      int  `json:"machine_cores"`
+	Pinned     bool `json:"pinned"`           // serve i bound to core i mod Cores (taskset)
+	// BenchCores are the cores the bench process (readers and NATS server)
+	// was bound to with --pin, when there were more cores than instances.
+	BenchCores string `json:"bench_cores,omitempty"`
+	Cores      int    `json:"machine_cores"`
 	// Phases are the timed phases in the order they ran.
 	Phases []ReadPhase `json:"phases"`
 	// ByInstances sums the phases of each instance count (index k-1).
@@ -95,9 +98,9 @@ func (b *bench) readScale(ctx context.Context) (*Result, error) {
 	}
 	defer cleanup()
 	var wrap []string
+	ts := ""
 	if b.cfg.Pin {
-		ts, err := exec.LookPath("taskset")
-		if err != nil {
+		if ts, err = exec.LookPath("taskset"); err != nil {
 			return nil, errors.New("--pin needs taskset (util-linux) on PATH")
 		}
 		wrap = []string{ts, "-c"}
@@ -121,12 +124,25 @@ func (b *bench) readScale(ctx context.Context) (*Result, error) {
 	}
 	defer emb.Close()
 	natsURL := emb.ClientURL()
+	if cores := runtime.NumCPU(); ts != "" && cores > b.cfg.Instances {
+		// The cores no instance is bound to are the bench's (the readers
+		// and the NATS server), every thread of it, so that no instance
+		// shares its core.
+		list := fmt.Sprintf("%d-%d", b.cfg.Instances, cores-1)
+		if out, err := exec.CommandContext(ctx, ts, "-a", "-p", "-c", list, strconv.Itoa(os.Getpid())).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("taskset the bench to cores %s: %v: %s", list, err, out)
+		}
+		res.ReadScale = &ReadScaleResult{BenchCores: list}
+	}
 	head, err := streamHead(ctx, emb)
 	if err != nil {
 		return nil, err
 	}
 	b.say("NATS server at %s, ledger of %d events; starting %d serve instances…", natsURL, head, b.cfg.Instances)
 	rs := &ReadScaleResult{Readers: b.cfg.Readers, Instances: b.cfg.Instances, GOMAXPROCS: b.cfg.GOMAXPROCS, Pinned: b.cfg.Pin, Cores: runtime.NumCPU()}
+	if res.ReadScale != nil {
+		rs.BenchCores = res.ReadScale.BenchCores
+	}
 	res.ReadScale = rs
 	// The other instances' copies of the projections go when the run ends
 	// (after the instances: deferred first).
@@ -429,6 +445,9 @@ func (rs *ReadScaleResult) print(w io.Writer, events int) {
 	}
 	if rs.Pinned {
 		how += fmt.Sprintf(", instance i bound to core i mod %d (taskset)", rs.Cores)
+		if rs.BenchCores != "" {
+			how += ", the bench to cores " + rs.BenchCores
+		}
 	}
 	fmt.Fprintf(w, "%d events; %d readers, feed pages of 100 from random cursors of the last tenth; serve instances on one NATS server (%s) on %d cores\n", events, rs.Readers, how, rs.Cores)
 	for _, ph := range rs.Phases {

@@ -33,7 +33,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Readers, "readers", cfg.Readers, "readscale: feed readers in a closed loop, spread over the instances of a phase")
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "readscale: how many times each instance count is measured (--duration each), alternating")
 	fs.IntVar(&cfg.GOMAXPROCS, "gomaxprocs", 0, "readscale: each serve's GOMAXPROCS (0: Go's default, every core it may run on)")
-	fs.BoolVar(&cfg.Pin, "pin", false, "readscale: bind serve instance i to core i mod cores (taskset), so each gets a core of its own")
+	fs.BoolVar(&cfg.Pin, "pin", false, "readscale: bind serve instance i to core i mod cores (taskset), and the bench (readers, NATS server) to the cores left, if any")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the result as JSON")
 	fs.BoolVar(&cfg.NetHTTP, "net-http", false, "lifecycle: workers send their commands through net/http's Client (the load generator before round 4 of the Speed section) instead of a keep-alive connection each")
 	fs.Func("sync", "lifecycle without --url: the in-process serve's --sync, always (the default, as serve) or interval", syncFlag(&cfg.Sync))
