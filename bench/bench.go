@@ -117,7 +117,7 @@ TURNLEDGER_ADMIN_TOKEN); the append rate is then measured only with
 
 // Config is what to measure: `turnledger bench`'s flags.
 type Config struct {
-	Scenario     string // lifecycle, feed, replay, start or overload
+	Scenario     string // lifecycle, feed, replay, start, overload, retention or readscale
 	URL          string // drive a running serve instead of starting one (lifecycle)
 	AdminToken   string // the admin bearer of URL
 	NATSURL      string // with URL: that serve's NATS server, to measure the append rate on
