@@ -90,6 +90,21 @@ Scenarios (--scenario):
              projections (and compacted) and the archive before and after,
              the run's time, and command p50/p99 for --duration before the
              run and during it.
+  readscale  whether feed reads scale with serve instances on one NATS
+             server: on a ledger of --events (made as the feed scenario
+             makes it, in --data), the bench runs the ledger's NATS server
+             on a loopback port and --instances 'turnledger serve
+             --nats-url' child processes on it, each with projections of its
+             own; --readers readers read feed pages of 100 from random
+             cursors of the last tenth from the first 1, 2, …, --instances
+             of them, --duration each, --rounds times. Prints pages/s,
+             p50/p99, the CPU each serve used and the bench's own (readers
+             and NATS server), pages per serve core-second, and the ratios
+             to one instance; checks that every instance answers the same
+             pages. --gomaxprocs sets each serve's GOMAXPROCS and --pin binds
+             serve i to core i mod cores (taskset), and the bench to the
+             cores left when there are more cores than instances, so that
+             instances can be compared at equal CPU each.
 
 Without --url, bench starts serve in-process on a temporary data directory
 (embedded NATS, file storage, as 'turnledger serve' runs). With --url it
@@ -103,7 +118,7 @@ TURNLEDGER_ADMIN_TOKEN); the append rate is then measured only with
 
 // Config is what to measure: `turnledger bench`'s flags.
 type Config struct {
-	Scenario   string // lifecycle, feed, replay, start or overload
+	Scenario   string // lifecycle, feed, replay, start, overload, retention or readscale
 	URL        string // drive a running serve instead of starting one (lifecycle)
 	AdminToken string // the admin bearer of URL
 	NATSURL    string // with URL: that serve's NATS server, to measure the append rate on
@@ -131,12 +146,20 @@ type Config struct {
 	// Binary is the turnledger binary the feed, replay and start scenarios
 	// run as child processes (default: this process's executable).
 	Binary string
+
+	// readscale (readscale.go)
+	Instances  int  // serve instances on one NATS server, 1 … Instances
+	Readers    int  // feed readers in a closed loop
+	Rounds     int  // times each instance count is measured, alternating
+	GOMAXPROCS int  // each serve's GOMAXPROCS (0: Go's default)
+	Pin        bool // bind serve i to core i mod cores with taskset
 }
 
 // DefaultConfig is `turnledger bench`'s defaults: a closed-loop lifecycle
 // run of 10 s, 64 workers and 4 requesters in one project.
 func DefaultConfig() Config {
-	return Config{Scenario: "lifecycle", Agents: 64, Requesters: 4, Projects: 1, Records: 1, Duration: 10 * time.Second, Events: 1_000_000, Factor: 3}
+	return Config{Scenario: "lifecycle", Agents: 64, Requesters: 4, Projects: 1, Records: 1, Duration: 10 * time.Second, Events: 1_000_000, Factor: 3,
+		Instances: 2, Readers: 16, Rounds: 2}
 }
 
 // Run runs the scenario of cfg and prints its report to stdout (progress
@@ -186,6 +209,8 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		res, err = b.overload(ctx)
 	case "retention":
 		res, err = b.retention(ctx)
+	case "readscale":
+		res, err = b.readScale(ctx)
 	default:
 		res, err = b.atScale(ctx)
 	}
@@ -206,9 +231,12 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 func (c Config) Validate() error {
 	var errs []error
 	switch c.Scenario {
-	case "lifecycle", "feed", "replay", "start", "overload", "retention":
+	case "lifecycle", "feed", "replay", "start", "overload", "retention", "readscale":
 	default:
-		errs = append(errs, fmt.Errorf("--scenario must be lifecycle, feed, replay, start, overload or retention, not %q", c.Scenario))
+		errs = append(errs, fmt.Errorf("--scenario must be lifecycle, feed, replay, start, overload, retention or readscale, not %q", c.Scenario))
+	}
+	if c.Scenario == "readscale" && (c.Instances < 1 || c.Instances > 64 || c.Readers < c.Instances || c.Rounds < 1 || c.GOMAXPROCS < 0) {
+		errs = append(errs, errors.New("readscale: --instances must be 1 to 64, --readers at least --instances, --rounds at least 1, --gomaxprocs not negative"))
 	}
 	if c.Factor <= 0 {
 		errs = append(errs, errors.New("--factor must be positive"))
@@ -268,6 +296,8 @@ type Result struct {
 	Events       int     `json:"events,omitempty"`
 	FeedP50      float64 `json:"feed_page_p50_ms,omitempty"`
 	FeedP99      float64 `json:"feed_page_p99_ms,omitempty"`
+	FeedRawP50   float64 `json:"feed_page_raw_p50_ms,omitempty"` // the same pages read as bytes, not decoded by the client: serve's part
+	FeedRawP99   float64 `json:"feed_page_raw_p99_ms,omitempty"`
 	ReplayPerSec float64 `json:"replay_events_per_second,omitempty"`
 	ReadySeconds float64 `json:"ready_seconds,omitempty"`
 	// LoadedSeconds: from process start to the first answered request of
@@ -286,6 +316,8 @@ type Result struct {
 	Overload *OverloadResult `json:"overload,omitempty"`
 	// retention (retention.go)
 	Retention *RetentionResult `json:"retention,omitempty"`
+	// readscale (readscale.go)
+	ReadScale *ReadScaleResult `json:"read_scale,omitempty"`
 }
 
 // limit is the rate commands/s is reported against: the faster of the
@@ -345,13 +377,15 @@ func (r *Result) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "projection lag at most %d events; process RSS %.0f MiB, CPU %.2f cores (server and load generator)\n", r.MaxLag, r.ProcessRSSMB, r.CPUCores)
 	case "feed":
-		fmt.Fprintf(w, "%d events: feed page of 100 p50 %.2f ms, p99 %.2f ms; serve peak RSS %.0f MiB\n", r.Events, r.FeedP50, r.FeedP99, r.PeakRSSMB)
+		fmt.Fprintf(w, "%d events: feed page of 100 p50 %.2f ms, p99 %.2f ms (read as bytes, not decoded: p50 %.2f ms, p99 %.2f ms); serve peak RSS %.0f MiB\n", r.Events, r.FeedP50, r.FeedP99, r.FeedRawP50, r.FeedRawP99, r.PeakRSSMB)
 	case "replay":
 		fmt.Fprintf(w, "%d events: replay %.0f events/s, peak RSS %.0f MiB\n", r.Events, r.ReplayPerSec, r.PeakRSSMB)
 	case "overload":
 		r.Overload.print(w)
 	case "retention":
 		r.Retention.print(w, r.Events)
+	case "readscale":
+		r.ReadScale.print(w, r.Events)
 	case "start":
 		fmt.Fprintf(w, "%d events: ready in %.2f s, RSS when ready %.0f MiB; first request answered (write model loaded) in %.2f s, RSS then %.0f MiB (%.0f MiB anonymous, the rest mapped files)\n",
 			r.Events, r.ReadySeconds, r.PeakRSSMB, r.LoadedSeconds, r.LoadedRSSMB, r.LoadedAnonMB)

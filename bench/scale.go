@@ -164,9 +164,17 @@ type child struct {
 var servingLine = regexp.MustCompile(`serving on (http://\S+),`)
 
 func startChild(ctx context.Context, self, dir string) (*child, error) {
+	return startChildWith(ctx, []string{self}, dir, nil, nil)
+}
+
+// startChildWith is startChild with the command argv (the binary, or a
+// wrapper such as taskset and its arguments before it), serve's flags extra
+// after the bench's, and env added to the environment.
+func startChildWith(ctx context.Context, argv []string, dir string, extra, env []string) (*child, error) {
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, self, "serve", "--data", dir, "--addr", "127.0.0.1:0", "--reap-interval", "0")
-	cmd.Env = append(os.Environ(), "TURNLEDGER_ADMIN_TOKEN=tladm_bench")
+	args := append(argv[1:len(argv):len(argv)], "serve", "--data", dir, "--addr", "127.0.0.1:0", "--reap-interval", "0")
+	cmd := exec.CommandContext(ctx, argv[0], append(args, extra...)...)
+	cmd.Env = append(append(os.Environ(), "TURNLEDGER_ADMIN_TOKEN=tladm_bench"), env...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, io.Discard
 	if err := cmd.Start(); err != nil {
@@ -257,7 +265,9 @@ func (c *child) stop() {
 }
 
 // feedPages reads project feed pages of 100 at random cursors of the ledger's
-// end part (the last tenth), as a reader following a long ledger does.
+// end part (the last tenth), as a reader following a long ledger does:
+// through the client (decoded, as a program gets them), then as many as
+// bytes on a connection of their own (feedPage), which is serve's part.
 func (b *bench) feedPages(ctx context.Context, c *child, res *Result) error {
 	adm, err := c.client()
 	if err != nil {
@@ -279,6 +289,11 @@ func (b *bench) feedPages(ctx context.Context, c *child, res *Result) error {
 		}
 	}
 	res.FeedP50, res.FeedP99 = quantile(lat, 0.5), quantile(lat, 0.99)
+	raw, err := readPages(ctx, []*child{c}, 1, 1, uint64(n), len(lat), 0, false)
+	if err != nil {
+		return err
+	}
+	res.FeedRawP50, res.FeedRawP99 = raw.P50, raw.P99
 	return nil
 }
 

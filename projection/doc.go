@@ -177,8 +177,9 @@
 //
 // Items are stored as the JSON of [FeedItem], exactly what json.Marshal
 // gives for the item. [Store.RawFeed] hands a page of them over as stored
-// (copied out of the file, each checked to begin and end as an item), and
-// HTTP sends them on as they are. The feed methods read them back by a
+// (copied out of the file, each checked to begin and end as an item, into
+// one buffer with a comma between two, which [RawFeedPage.Release] hands
+// back for the next page), and HTTP sends that buffer on in one piece. The feed methods read them back by a
 // decoder of exactly that form (one shared data buffer and one string per
 // distinct value of a page), falling back to encoding/json for anything
 // else, so that decoding a page allocates little

@@ -92,6 +92,10 @@ func TestRawFeedIsTheEncodedFeed(t *testing.T) {
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("%s: raw page differs from the encoded decoded page (-want +got):\n%s", name, diff)
 				}
+				if j := strings.Join(want.Items, ","); string(rp.Joined) != j {
+					t.Errorf("%s: Joined = %s, want the items with a comma between two: %s", name, rp.Joined, j)
+				}
+				rp.Release() // the next read may take its buffer
 			}
 		}
 	}
@@ -100,10 +104,15 @@ func TestRawFeedIsTheEncodedFeed(t *testing.T) {
 	if err != nil || len(whole.Items) != len(l.recs) {
 		t.Fatalf("RawFeed(project, 0, 500) = %d items, %v; want %d", len(whole.Items), err, len(l.recs))
 	}
-	// The items are the caller's: a later read does not change them.
-	before := string(whole.Items[0])
-	if _, err := s.RawFeed(FeedOfProject, proj, "", 1, 500); err != nil || string(whole.Items[0]) != before {
-		t.Errorf("a second RawFeed changed the first page's item: %s, then %s (%v)", before, whole.Items[0], err)
+	// The items are the caller's until released: a later read does not
+	// change them, and one after the release reads the same page again.
+	before := string(whole.Joined)
+	if _, err := s.RawFeed(FeedOfProject, proj, "", 1, 500); err != nil || string(whole.Joined) != before {
+		t.Errorf("a second RawFeed changed the first page: %s, then %s (%v)", before, whole.Joined, err)
+	}
+	whole.Release()
+	if again, err := s.RawFeed(FeedOfProject, proj, "", 0, 500); err != nil || string(again.Joined) != before {
+		t.Errorf("RawFeed after a release = %s (%v), want the page as before: %s", again.Joined, err, before)
 	}
 
 	for _, c := range []struct {

@@ -152,9 +152,10 @@ type Service struct {
 	a2a       *a2aapi.Handler
 	http      *http.Server
 	listener  net.Listener
-	tokenPath string // where the admin token is kept, when it came from a file
-	healed    bool   // the projection file was damaged and is being rebuilt (reliability.go)
-	healUntil uint64 // the ledger head when it was; not ready before the rebuild reaches it
+	tokenPath string    // where the admin token is kept, when it came from a file
+	healed    bool      // the projection file was damaged and is being rebuilt (reliability.go)
+	healUntil uint64    // the ledger head when it was; not ready before the rebuild reaches it
+	heads     headProbe // the ledger head for the diagnostics of pages, one read shared by pages that wait together
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -199,6 +200,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if s.embedded, s.nc, s.ledger, err = openLedger(ctx, cfg.DataDir, cfg.NATSURL, cfg.NATSAuth, cfg.Ledger, cfg.Sync); err != nil {
 		return nil, err
 	}
+	s.heads.fetch = s.ledger.Head
 	if err := s.openArchive(ctx); err != nil {
 		return nil, err
 	}
@@ -494,7 +496,7 @@ func (s *Service) diagnostics(ctx context.Context) []httpapi.Diagnostic {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var d []httpapi.Diagnostic
-	head, err := s.ledger.Head(ctx)
+	head, err := s.heads.get(ctx)
 	h := s.projector.Health(head)
 	if err != nil {
 		h.Lag = 0 // unknown without the head

@@ -75,8 +75,8 @@ func TestBenchAtScaleScenarios(t *testing.T) {
 				t.Errorf("start: ready_seconds = %v, want > 0", r.ReadySeconds)
 			}
 		case "feed":
-			if r.FeedP50 <= 0 || r.FeedP50 > r.FeedP99 {
-				t.Errorf("feed: p50 %v p99 %v; want 0 < p50 ≤ p99", r.FeedP50, r.FeedP99)
+			if r.FeedP50 <= 0 || r.FeedP50 > r.FeedP99 || r.FeedRawP50 <= 0 || r.FeedRawP50 > r.FeedRawP99 {
+				t.Errorf("feed: p50 %v p99 %v, read as bytes p50 %v p99 %v; want 0 < p50 ≤ p99 both ways", r.FeedP50, r.FeedP99, r.FeedRawP50, r.FeedRawP99)
 			}
 		case "replay":
 			if r.ReplayPerSec <= 0 {
@@ -90,6 +90,8 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--scenario", "nope"}, {"--agents", "0"}, {"--projects", "9", "--agents", "4"}, {"--url", "http://127.0.0.1:1", "--scenario", "feed"}, {"extra"},
 		{"--scenario", "overload", "--duration", "100ms"}, {"--factor", "0"}, {"--url", "http://127.0.0.1:1", "--scenario", "overload"},
+		{"--scenario", "readscale", "--instances", "0"}, {"--scenario", "readscale", "--instances", "3", "--readers", "2"},
+		{"--scenario", "readscale", "--rounds", "0"}, {"--scenario", "readscale", "--gomaxprocs", "-1"}, {"--url", "http://127.0.0.1:1", "--scenario", "readscale"},
 	} {
 		var errb bytes.Buffer
 		if code := Main(t.Context(), append([]string{"bench"}, args...), &bytes.Buffer{}, &errb); code != 2 {
