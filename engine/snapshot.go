@@ -91,7 +91,9 @@ func (e *Engine) saveSnapshotsBelow(horizon uint64) error {
 func (e *Engine) saveSnapshot(s *slot) error {
 	// A snapshot holds only what the ledger has stored: every append sent
 	// is answered first, and a state emptied by a refusal is not saved.
-	if reset, err := e.settle(context.Background(), s, true); err != nil || reset {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if reset, err := e.settle(ctx, s, true); err != nil || reset {
 		return err
 	}
 	data, err := encodeSnapshot(s.p)
