@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -176,7 +178,8 @@ var linModel = porcupine.Model{
 }
 
 // linHistories is how many histories TestClaimsAreLinearizable checks: 10
-// in CI, more with TURNLEDGER_LIN_HISTORIES.
+// in CI, more with TURNLEDGER_LIN_HISTORIES. TURNLEDGER_LIN_SEED sets the
+// seed of their random choices (logged by every run).
 func linHistories(t *testing.T) int {
 	if v := os.Getenv("TURNLEDGER_LIN_HISTORIES"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -235,6 +238,12 @@ func TestClaimsAreLinearizable(t *testing.T) {
 	hc := &http.Client{Timeout: 10 * time.Second}
 	n := linHistories(t)
 	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("TURNLEDGER_LIN_SEED"); v != "" { // to replay a failure's operations
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("TURNLEDGER_LIN_SEED=%q must be an unsigned integer", v)
+		}
+	}
 	t.Logf("seed %d, %d histories", seed, n)
 	ops := 0
 	tally := map[string]int{}
@@ -272,6 +281,13 @@ func TestClaimsAreLinearizable(t *testing.T) {
 		if res != porcupine.Ok {
 			path := filepath.Join(t.TempDir(), "history.html")
 			porcupine.VisualizePath(linModel, info, path)
+			// The file goes with the test's temporary directory: the
+			// history is logged too, in call order, for a failure in CI.
+			sorted := slices.Clone(history)
+			slices.SortFunc(sorted, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+			for _, op := range sorted {
+				t.Logf("client %d [%d, %d] µs: %s", op.ClientId, op.Call/1000, op.Return/1000, linModel.DescribeOperation(op.Input, op.Output))
+			}
 			t.Fatalf("history %d (%d operations) is %v against the model of one agent's Turns; visualisation in %s", h, len(history), res, path)
 		}
 	}
