@@ -25,6 +25,7 @@ type folder struct {
 	// writes are the writes of the buckets the fold never reads, applied
 	// in key order by flush (writes.go).
 	writes [nWriteBuckets][]write
+	cache  [nCachedBuckets]map[string]*cachedU64
 
 	// item is the feed item of the event being folded when it was encoded
 	// beforehand (a rebuild encodes them on other cores), else nil.
@@ -151,10 +152,9 @@ func (f *folder) see(p, agent string, t time.Time) error {
 	if t.IsZero() {
 		return nil
 	}
-	k := key(p, agent)
-	n := uint64(t.UnixNano())
-	if old := f.tx.Bucket(bktSeen).Get(k); old != nil && getU64(old) >= n {
-		return nil
+	c := f.cached(cSeen, key(p, agent))
+	if n := uint64(t.UnixNano()); !c.present || c.n < n {
+		c.n, c.present, c.dirty = n, true, true
 	}
-	return f.tx.Bucket(bktSeen).Put(k, putU64(n))
+	return nil
 }

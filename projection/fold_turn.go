@@ -157,26 +157,18 @@ func (f *folder) reindexTurn(p string, t *kernel.Turn, oldState, oldHolder strin
 		}
 		qk := key(p, t.Dispatch.TargetAgent.AgentID, t.Dispatch.TurnKind)
 		if oldState == kernel.StateQueued {
-			if err := addCount(f.tx.Bucket(bktQueued), qk, -1); err != nil {
-				return err
-			}
+			f.addCount(cQueued, qk, -1)
 		}
 		if t.State == kernel.StateQueued {
-			if err := addCount(f.tx.Bucket(bktQueued), qk, 1); err != nil {
-				return err
-			}
+			f.addCount(cQueued, qk, 1)
 		}
 	}
 	if h := holder(t); h != oldHolder {
 		if oldHolder != "" {
-			if err := addCount(f.tx.Bucket(bktClaims), key(p, oldHolder), -1); err != nil {
-				return err
-			}
+			f.addCount(cClaims, key(p, oldHolder), -1)
 		}
 		if h != "" {
-			if err := addCount(f.tx.Bucket(bktClaims), key(p, h), 1); err != nil {
-				return err
-			}
+			f.addCount(cClaims, key(p, h), 1)
 		}
 	}
 	return nil

@@ -78,8 +78,12 @@ func (f *folder) del(b writeBucket, k []byte) {
 }
 
 // flushWrites applies the deferred writes, each bucket's sorted by key (the
-// writes of one key in the order they were made).
+// writes of one key in the order they were made, of which only the last
+// matters), and the cached values.
 func (f *folder) flushWrites() error {
+	if err := f.flushCached(); err != nil {
+		return err
+	}
 	for b, ws := range f.writes {
 		if len(ws) == 0 {
 			continue
@@ -90,7 +94,10 @@ func (f *folder) flushWrites() error {
 			slices.SortFunc(ws, compareWrites)
 		}
 		bk := f.tx.Bucket(writeBuckets[b])
-		for _, w := range ws {
+		for i, w := range ws {
+			if i+1 < len(ws) && bytes.Equal(ws[i+1].k, w.k) {
+				continue // the last write of a key is the one that stays
+			}
 			var err error
 			if w.del {
 				err = bk.Delete(w.k)
@@ -112,4 +119,76 @@ func compareWrites(x, y write) int {
 		return c
 	}
 	return cmp.Compare(x.n, y.n)
+}
+
+// Values the fold reads and changes at almost every event: the counters of
+// queued Turns and active claims, and when agents were last seen. Each is
+// read from the file once a transaction, changed in memory, and written
+// once by flush.
+type cachedBucket int
+
+const (
+	cQueued cachedBucket = iota
+	cClaims
+	cSeen
+	nCachedBuckets
+)
+
+var cachedBuckets = [nCachedBuckets][]byte{cQueued: bktQueued, cClaims: bktClaims, cSeen: bktSeen}
+
+// cachedU64 is an 8-byte value: n, whether the file holds the key
+// (present), and whether it changed in this transaction (dirty).
+type cachedU64 struct {
+	n              uint64
+	present, dirty bool
+}
+
+// cached returns the cached value at k of b, reading it on first use.
+func (f *folder) cached(b cachedBucket, k []byte) *cachedU64 {
+	m := f.cache[b]
+	if m == nil {
+		m = map[string]*cachedU64{}
+		f.cache[b] = m
+	}
+	c, ok := m[string(k)]
+	if !ok {
+		v := f.tx.Bucket(cachedBuckets[b]).Get(k)
+		c = &cachedU64{n: getU64(v), present: v != nil}
+		m[string(k)] = c
+	}
+	return c
+}
+
+// addCount adds d to the counter at k of b; a counter at zero is deleted.
+func (f *folder) addCount(b cachedBucket, k []byte, d int) {
+	c := f.cached(b, k)
+	n := int64(c.n) + int64(d)
+	c.n, c.present, c.dirty = uint64(max(n, 0)), n > 0, true
+}
+
+// flushCached writes the cached values that changed, in key order.
+func (f *folder) flushCached() error {
+	for b, m := range f.cache {
+		keys := make([]string, 0, len(m))
+		for k, c := range m {
+			if c.dirty {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		bk := f.tx.Bucket(cachedBuckets[b])
+		for _, k := range keys {
+			var err error
+			if c := m[k]; c.present {
+				err = bk.Put([]byte(k), putU64(c.n))
+			} else {
+				err = bk.Delete([]byte(k))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		f.cache[b] = nil
+	}
+	return nil
 }
