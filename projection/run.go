@@ -131,6 +131,7 @@ func Rebuild(ctx context.Context, path string, src Reader, progress func(applied
 	if err != nil {
 		return err
 	}
+	st.unread = true // nobody reads the new file until it is installed
 	defer func() {
 		if cerr := st.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("projection: rebuild: close: %w", cerr)
