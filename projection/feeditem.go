@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/turnledger/turnledger/kernel"
 )
@@ -16,8 +17,18 @@ func feedItem(r kernel.Recorded) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return appendFeedItem(make([]byte, 0, len(data)+256), r, data)
+	// The item's size when its strings need no escapes: items stay in
+	// memory until their transaction commits, so they are not given room
+	// they will not use.
+	e := r.Event
+	n := len(feedItemFixed) + 20 + 20 + len(e.Type) + len(e.ProjectID) + len(e.Aggregate) + len(e.ID) +
+		len(time.RFC3339Nano) + len(e.Actor.Kind) + len(e.Actor.AgentID) + len(data)
+	return appendFeedItem(make([]byte, 0, n), r, data)
 }
+
+// feedItemFixed is what every feed item holds besides its values (an item
+// with an agent, meta and trace null).
+const feedItemFixed = `{"ledger_seq":,"type":"","v":,"project_id":"","aggregate":"","id":"","at":"","actor":{"kind":"","agent_id":""},"data":,"meta":null,"trace":null}`
 
 // feedData encodes the data of e with every token_hash and code_hash field
 // removed at any depth.
