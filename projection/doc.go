@@ -10,9 +10,9 @@
 //
 // The files: fold.go applies a batch (the folder and its per-event
 // dispatch), fold_turn.go the Turns and their indexes, fold_agent.go the
-// agents and credentials, feeditem.go the feed encoding with its secret
-// stripping, bucket.go the JSON and counter helpers of buckets, query.go the
-// pages.
+// agents and credentials, writes.go the writes a transaction defers to its
+// commit, feeditem.go the feed encoding with its secret stripping, bucket.go
+// the JSON helpers of buckets, query.go the pages.
 //
 // # Applying events and the checkpoint
 //
@@ -55,7 +55,12 @@
 // hundred to a few thousand events per batch amortise the fsync (see the
 // benchmarks); one event per batch costs one fsync each, and the two
 // fdatasyncs of a bbolt commit are most of what a small batch costs. The
-// fold opens only the buckets an event uses.
+// fold opens only the buckets an event uses. Its writes to the buckets it
+// never reads (the feeds, the indexes, the context) wait for the commit and
+// are applied there in key order, and the counters and last-seen times it
+// reads and changes at almost every event are read once a transaction and
+// written once (writes.go): a transaction leaves the file exactly as one
+// transaction per event would.
 //
 // Open refuses a file written with another layout (meta "schema" other than
 // SchemaVersion) with ErrSchema: rebuild it from the ledger.

@@ -22,6 +22,11 @@ type folder struct {
 	recent    *recentTurns // records committed by earlier transactions (turncache.go)
 	changed   []string     // the keys of the Turns changed since views was last called
 
+	// writes are the writes of the buckets the fold never reads, applied
+	// in key order by flush (writes.go).
+	writes [nWriteBuckets][]write
+	cache  [nCachedBuckets]map[string]*cachedU64
+
 	// item is the feed item of the event being folded when it was encoded
 	// beforehand (a rebuild encodes them on other cores), else nil.
 	item []byte
@@ -68,8 +73,12 @@ func (f *folder) turn(tk []byte) (*turnRecord, error) {
 	return &rec, nil
 }
 
-// flush writes the Turn records changed in this transaction.
+// flush writes the Turn records changed in this transaction and the
+// deferred writes (writes.go).
 func (f *folder) flush() error {
+	if err := f.flushWrites(); err != nil {
+		return err
+	}
 	for k, rec := range f.turnCache {
 		buf, err := json.Marshal(rec)
 		if err != nil {
@@ -113,7 +122,7 @@ func (f *folder) fold(r kernel.Recorded) error {
 			return err
 		}
 	}
-	if err := f.tx.Bucket(bktFeed).Put(seqKey(r.Seq, p), item); err != nil {
+	if err := f.put(wFeed, seqKey(r.Seq, p), item); err != nil {
 		return err
 	}
 	if e.Actor.Kind == kernel.ActorAgent && e.Actor.AgentID != "" {
@@ -125,7 +134,7 @@ func (f *folder) fold(r kernel.Recorded) error {
 	case kernel.AggTurn:
 		return f.foldTurn(r)
 	case kernel.AggAgent:
-		if err := f.tx.Bucket(bktAgentFeed).Put(seqKey(r.Seq, p, e.ID), nil); err != nil {
+		if err := f.put(wAgentFeed, seqKey(r.Seq, p, e.ID), nil); err != nil {
 			return err
 		}
 		return f.foldAgent(r)
@@ -143,10 +152,9 @@ func (f *folder) see(p, agent string, t time.Time) error {
 	if t.IsZero() {
 		return nil
 	}
-	k := key(p, agent)
-	n := uint64(t.UnixNano())
-	if old := f.tx.Bucket(bktSeen).Get(k); old != nil && getU64(old) >= n {
-		return nil
+	c := f.cached(cSeen, key(p, agent))
+	if n := uint64(t.UnixNano()); !c.present || c.n < n {
+		c.n, c.present, c.dirty = n, true, true
 	}
-	return f.tx.Bucket(bktSeen).Put(k, putU64(n))
+	return nil
 }

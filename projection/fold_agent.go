@@ -76,7 +76,7 @@ func (f *folder) foldCredential(r kernel.Recorded) error {
 	if agent == "" {
 		return nil
 	}
-	if err := f.tx.Bucket(bktAgentFeed).Put(seqKey(r.Seq, p, agent), nil); err != nil {
+	if err := f.put(wAgentFeed, seqKey(r.Seq, p, agent), nil); err != nil {
 		return err
 	}
 	id, ok := kernel.CredentialOf(e)

@@ -19,7 +19,7 @@ func (f *folder) foldTurn(r kernel.Recorded) error {
 	if err != nil {
 		return err
 	}
-	if err := f.tx.Bucket(bktTurnFeed).Put(seqKey(r.Seq, p, id), nil); err != nil {
+	if err := f.put(wTurnFeed, seqKey(r.Seq, p, id), nil); err != nil {
 		return err
 	}
 	if rec == nil {
@@ -82,23 +82,23 @@ func (f *folder) dispatched(r kernel.Recorded, t *kernel.Turn) error {
 	}
 	rec := &turnRecord{Turn: *t, Readers: kernel.TurnReaders(p, &t.Dispatch, root)}
 	if parent := t.Dispatch.Authority.ParentTurnID; parent != "" {
-		if err := f.tx.Bucket(bktChildren).Put(seqKey(r.Seq, p, parent), []byte(id)); err != nil {
+		if err := f.put(wChildren, seqKey(r.Seq, p, parent), []byte(id)); err != nil {
 			return err
 		}
 	}
-	if err := f.tx.Bucket(bktByDispatch).Put(seqKey(r.Seq, p), []byte(id)); err != nil {
+	if err := f.put(wByDispatch, seqKey(r.Seq, p), []byte(id)); err != nil {
 		return err
 	}
-	if err := f.tx.Bucket(bktByTarget).Put(seqKey(r.Seq, p, t.Dispatch.TargetAgent.AgentID), []byte(id)); err != nil {
+	if err := f.put(wByTarget, seqKey(r.Seq, p, t.Dispatch.TargetAgent.AgentID), []byte(id)); err != nil {
 		return err
 	}
 	for _, tag := range t.Dispatch.Tags {
-		if err := f.tx.Bucket(bktByTag).Put(seqKey(r.Seq, p, tag), []byte(id)); err != nil {
+		if err := f.put(wByTag, seqKey(r.Seq, p, tag), []byte(id)); err != nil {
 			return err
 		}
 	}
 	for _, a := range rec.Readers {
-		if err := f.tx.Bucket(bktByAgent).Put(seqKey(r.Seq, p, a), []byte(id)); err != nil {
+		if err := f.put(wByAgent, seqKey(r.Seq, p, a), []byte(id)); err != nil {
 			return err
 		}
 	}
@@ -118,7 +118,11 @@ func (f *folder) putContext(r kernel.Recorded, t *kernel.Turn, seq uint64, role 
 		agent = t.Claim.AgentID
 	}
 	it := ContextItem{TurnSeq: seq, Role: role, Payload: payload, ClaimID: claimID, AgentID: agent, At: r.Event.At, LedgerSeq: r.Seq}
-	return putJSON(f.tx.Bucket(bktContext), seqKey(seq, r.Event.ProjectID, t.ID), it)
+	buf, err := json.Marshal(it)
+	if err != nil {
+		return err
+	}
+	return f.put(wContext, seqKey(seq, r.Event.ProjectID, t.ID), buf)
 }
 
 // turnAgentFeeds indexes a Turn event in the feeds of the agents involved in
@@ -126,7 +130,7 @@ func (f *folder) putContext(r kernel.Recorded, t *kernel.Turn, seq uint64, role 
 func (f *folder) turnAgentFeeds(r kernel.Recorded, t *kernel.Turn) error {
 	p := r.Event.ProjectID
 	for _, a := range kernel.Involved(p, &t.Dispatch) {
-		if err := f.tx.Bucket(bktAgentFeed).Put(seqKey(r.Seq, p, a), nil); err != nil {
+		if err := f.put(wAgentFeed, seqKey(r.Seq, p, a), nil); err != nil {
 			return err
 		}
 	}
@@ -146,35 +150,25 @@ func holder(t *kernel.Turn) string {
 func (f *folder) reindexTurn(p string, t *kernel.Turn, oldState, oldHolder string) error {
 	if oldState != t.State {
 		if oldState != "" {
-			if err := f.tx.Bucket(bktByState).Delete(seqKey(t.Order, p, oldState)); err != nil {
-				return err
-			}
+			f.del(wByState, seqKey(t.Order, p, oldState))
 		}
-		if err := f.tx.Bucket(bktByState).Put(seqKey(t.Order, p, t.State), []byte(t.ID)); err != nil {
+		if err := f.put(wByState, seqKey(t.Order, p, t.State), []byte(t.ID)); err != nil {
 			return err
 		}
 		qk := key(p, t.Dispatch.TargetAgent.AgentID, t.Dispatch.TurnKind)
 		if oldState == kernel.StateQueued {
-			if err := addCount(f.tx.Bucket(bktQueued), qk, -1); err != nil {
-				return err
-			}
+			f.addCount(cQueued, qk, -1)
 		}
 		if t.State == kernel.StateQueued {
-			if err := addCount(f.tx.Bucket(bktQueued), qk, 1); err != nil {
-				return err
-			}
+			f.addCount(cQueued, qk, 1)
 		}
 	}
 	if h := holder(t); h != oldHolder {
 		if oldHolder != "" {
-			if err := addCount(f.tx.Bucket(bktClaims), key(p, oldHolder), -1); err != nil {
-				return err
-			}
+			f.addCount(cClaims, key(p, oldHolder), -1)
 		}
 		if h != "" {
-			if err := addCount(f.tx.Bucket(bktClaims), key(p, h), 1); err != nil {
-				return err
-			}
+			f.addCount(cClaims, key(p, h), 1)
 		}
 	}
 	return nil

@@ -131,6 +131,7 @@ func Rebuild(ctx context.Context, path string, src Reader, progress func(applied
 	if err != nil {
 		return err
 	}
+	st.unread = true // nobody reads the new file until it is installed
 	defer func() {
 		if cerr := st.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("projection: rebuild: close: %w", cerr)
@@ -186,15 +187,18 @@ var rebuildTxEvents = 8 << 10 // a test lowers it
 // rebuildFold reads the ledger up to its head and folds it into st in
 // transactions of about rebuildTxEvents events. The fold of one transaction
 // runs on its own goroutine while the reader decodes the next (the ledger
-// decodes on every core), so reading and folding overlap; at most one
-// transaction waits between them, which bounds the memory.
+// decodes on every core), so reading and folding overlap. The hand-over is
+// unbuffered: while a transaction is folded, the reader holds at most the
+// next one, ready, and reads no further, which bounds the memory (the fold
+// is the slower of the two, so a transaction waiting in a buffer as well
+// would only hold 8k more decoded events in memory, not make it faster).
 func rebuildFold(ctx context.Context, st *Store, src Reader, progress func(applied, head uint64)) error {
 	type job struct {
 		batch []kernel.Recorded
 		items [][]byte
 		head  uint64
 	}
-	jobs := make(chan job, 1)
+	jobs := make(chan job)
 	done := make(chan error, 1)
 	var failed atomic.Pointer[error]
 	go func() {

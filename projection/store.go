@@ -147,6 +147,11 @@ type Store struct {
 	aborted bool
 
 	beforeCommit func() error // tests: runs between publishFolded and the commit
+
+	// unread: nothing reads the store while it is folded (a rebuild's new
+	// file): the fold publishes no views of Turns for answers (overlay.go)
+	// and keeps no events for watches (notify.go).
+	unread bool
 }
 
 // openTx is a write transaction of the fold, open across batches until its
@@ -491,12 +496,18 @@ func (s *Store) foldLocked(batch []kernel.Recorded, items [][]byte) (err error) 
 			return fmt.Errorf("projection: apply ledger_seq %d (%s): %w", r.Seq, r.Event.Type, err)
 		}
 		prev = r.Seq
-		o.events = append(o.events, r)
+		if !s.unread {
+			o.events = append(o.events, r)
+		}
 	}
 	if prev == o.last {
 		return nil
 	}
 	o.last = prev
+	if s.unread {
+		f.changed = f.changed[:0]
+		return nil
+	}
 	s.publishFolded(prev, f.views()) // answers may show the batch's Turns now (overlay.go)
 	return nil
 }

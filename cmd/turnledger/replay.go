@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 
 	"github.com/turnledger/turnledger/internal/cliflag"
 	"github.com/turnledger/turnledger/serve"
@@ -21,6 +22,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dataDir := fs.String("data", "./data", "data directory of the turnledger serve whose projections to rebuild")
 	natsURL := fs.String("nats-url", "", "the NATS server serve uses, when it is not the embedded one")
 	archiveDir := fs.String("archive-dir", "", "the archive of the events below the retention horizon (default <data>/archive, read when it exists)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the replay to this file, for go tool pprof")
 	cfg := serve.DefaultConfig()
 	var auth serve.NATSAuth
 	addNATSFlags(fs, &auth)
@@ -44,5 +46,16 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	cfg.DataDir, cfg.NATSURL, cfg.NATSAuth = *dataDir, *natsURL, auth
 	cfg.Retention.ArchiveDir = *archiveDir
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	return serve.Replay(ctx, cfg, stdout)
 }
