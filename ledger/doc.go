@@ -124,8 +124,8 @@
 // events as are ready, up to Config.BatchSize (1000), so a projector can fold
 // a batch per bbolt transaction. The NATS client's delivery goroutine only
 // queues messages; the reader takes as many as are ready, decodes them on up
-// to GOMAXPROCS goroutines (decoding the kernel's JSON is most of a read's
-// cost) and hands them to fn in order. Two things make Follow cheaper for the
+// to GOMAXPROCS goroutines (decoding the kernel's JSON is the largest part
+// of a read's cost) and hands them to fn in order. Two things make Follow cheaper for the
 // projector of the process that appends: an event this Store appended is
 // handed over as the engine decided it (found by the message's Tl-Nonce), not
 // decoded again; and Follow tells fn when it has caught up (an empty batch)
@@ -202,7 +202,7 @@
 //
 // BenchmarkAppend, BenchmarkRead, BenchmarkAppendManyTurns,
 // BenchmarkAppendSync and BenchmarkGroupCommit measure the Store (go test -run '^$' -bench .
-// ./ledger/). Decoding the kernel's JSON (kernel.UnmarshalEvent) is most of
-// a read's client CPU, which is why reads decode on up to GOMAXPROCS
-// goroutines.
+// ./ledger/). Decoding the kernel's JSON (kernel.UnmarshalEvent) is the
+// largest part of a read's client CPU, which is why reads decode on up to
+// GOMAXPROCS goroutines.
 package ledger

@@ -189,7 +189,7 @@ func consumerName() string {
 // meets a server that is going away. The client's delivery goroutine only
 // queues messages; this one takes as many as are ready (up to BatchSize),
 // decodes them on up to GOMAXPROCS goroutines, and hands them to fn in order.
-// Decoding the kernel's JSON is most of a read's cost.
+// Decoding the kernel's JSON is the largest part of a read's cost.
 func (s *Store) consumeOnce(ctx context.Context, filter string, after, until uint64, inactive time.Duration, fn func([]kernel.Recorded) error) (uint64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
