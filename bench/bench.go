@@ -43,6 +43,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/turnledger/turnledger/client"
+	"github.com/turnledger/turnledger/internal/cpuprof"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
 	"github.com/turnledger/turnledger/serve"
@@ -169,15 +170,11 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	if cfg.CPUProfile != "" {
-		f, err := os.Create(cfg.CPUProfile)
+		stop, err := cpuprof.Start(cfg.CPUProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	if cfg.MutexProfile != "" {
 		f, err := os.Create(cfg.MutexProfile)

@@ -19,24 +19,7 @@ import (
 // answered once stored and durable, every Turn claimed once, and the state
 // the engine ends with is the one folded from the ledger.
 func TestPipelinedCommandsOfOneProject(t *testing.T) {
-	cfg := ledger.DefaultEmbeddedConfig(t.TempDir())
-	cfg.GroupCommit = true
-	emb, err := ledger.StartEmbedded(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emb.Close() })
-	_, l, err := emb.Open(t.Context(), ledger.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !l.Pipelined() {
-		t.Fatal("the Store does not pipeline")
-	}
-	e, err := engine.New(l, engine.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, l, _ := pipelinedEngine(t, true)
 	register(t, e, "req", 1)
 	register(t, e, "worker", 64)
 	const n = 64
@@ -79,19 +62,7 @@ func TestPipelinedCommandsOfOneProject(t *testing.T) {
 // nothing stored; the next command decides on the state folded again from
 // the ledger, and succeeds.
 func TestARefusedPipelinedAppendIsAnsweredAndTheStateFoldedAgain(t *testing.T) {
-	emb, err := ledger.StartEmbedded(ledger.DefaultEmbeddedConfig(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emb.Close() })
-	_, l, err := emb.Open(t.Context(), ledger.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(l, engine.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, l, emb := pipelinedEngine(t, false)
 	register(t, e, "req", 1)
 	register(t, e, "worker", 4)
 	if _, err := dispatch(e, "k1"); err != nil {
@@ -131,6 +102,32 @@ func TestARefusedPipelinedAppendIsAnsweredAndTheStateFoldedAgain(t *testing.T) {
 		t.Errorf("p1 holds %d events, want %d", got, before+2)
 	}
 	sameAsTheLedger(t, e, l)
+}
+
+// pipelinedEngine is an engine over the Store of a new embedded server with
+// file storage and no listener (serve's embedded ledger, which pipelines),
+// committing in groups when groupCommit.
+func pipelinedEngine(t *testing.T, groupCommit bool) (*engine.Engine, *ledger.Store, *ledger.Embedded) {
+	t.Helper()
+	cfg := ledger.DefaultEmbeddedConfig(t.TempDir())
+	cfg.GroupCommit = groupCommit
+	emb, err := ledger.StartEmbedded(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { emb.Close() })
+	_, l, err := emb.Open(t.Context(), ledger.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Pipelined() {
+		t.Fatal("the Store of an embedded server with no listener does not pipeline")
+	}
+	e, err := engine.New(l, engine.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, l, emb
 }
 
 // projectEvents counts the events of project p1 on the ledger.

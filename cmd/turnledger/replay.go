@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 
 	"github.com/turnledger/turnledger/internal/cliflag"
+	"github.com/turnledger/turnledger/internal/cpuprof"
 	"github.com/turnledger/turnledger/serve"
 )
 
@@ -47,15 +47,11 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfg.DataDir, cfg.NATSURL, cfg.NATSAuth = *dataDir, *natsURL, auth
 	cfg.Retention.ArchiveDir = *archiveDir
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := cpuprof.Start(*cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	return serve.Replay(ctx, cfg, stdout)
 }
