@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 
@@ -101,7 +102,7 @@ func (s *Store) AppendAsync(ctx context.Context, project string, expectLast uint
 // s.pipe.mu, with the head known.
 func (s *Store) sendPipelined(project string, expectLast uint64, e kernel.Event) (uint64, <-chan struct{}, func() error, error) {
 	p := s.pipe
-	msg, n, err := s.message(project, e)
+	msg, n, err := s.message(project, e, "the event")
 	if err != nil {
 		return 0, nil, nil, err
 	}
@@ -152,11 +153,7 @@ func (s *Store) sendPipelined(project string, expectLast uint64, e kernel.Event)
 
 // errWrongGuess is an answer at another ledger_seq than the pipeline's
 // stream-wide expectation allowed.
-var errWrongGuess = pipelineError("the server stored a pipelined append at another ledger_seq than expected")
-
-type pipelineError string
-
-func (e pipelineError) Error() string { return "ledger: " + string(e) }
+var errWrongGuess = errors.New("ledger: the server stored a pipelined append at another ledger_seq than expected")
 
 // sequenced runs fn, an append in sequence that sends n messages, under the
 // pipeline's lock while it is on, and keeps the guess of the next ledger_seq
@@ -184,8 +181,10 @@ func (s *Store) sequenced(fn func() (last uint64, n int)) {
 	}
 }
 
-// message is e as the message Append sends, and its nonce.
-func (s *Store) message(project string, e kernel.Event) (*nats.Msg, string, error) {
+// message is e as the message an append sends, and its nonce, after the
+// checks every append makes of it; which names it in the error of a payload
+// too large ("the event", or "an event" of a batch).
+func (s *Store) message(project string, e kernel.Event, which string) (*nats.Msg, string, error) {
 	if err := checkProject(project); err != nil {
 		return nil, "", err
 	}
@@ -202,7 +201,7 @@ func (s *Store) message(project string, e kernel.Event) (*nats.Msg, string, erro
 	// The server refuses a message over its max_payload; say so as the
 	// client's error (the request is too large), not as an outage.
 	if limit := s.nc.MaxPayload() - headerAllowance; int64(len(data)) > limit {
-		return nil, "", kernel.Errorf(kernel.Validation, "the event is %d bytes encoded; the ledger takes at most %d: send smaller payloads", len(data), limit)
+		return nil, "", kernel.Errorf(kernel.Validation, "%s is %d bytes encoded; the ledger takes at most %d: send smaller payloads", which, len(data), limit)
 	}
 	n := nonce()
 	return &nats.Msg{

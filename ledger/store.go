@@ -207,7 +207,7 @@ func checkProject(project string) error {
 // e.ProjectID must be project; the project, e.Aggregate and e.ID must be safe
 // tokens (ErrInvalidID otherwise).
 func (s *Store) Append(ctx context.Context, project string, expectLast uint64, e kernel.Event) (uint64, error) {
-	msg, n, err := s.message(project, e)
+	msg, n, err := s.message(project, e, "the event")
 	if err != nil {
 		return 0, err
 	}
@@ -281,31 +281,14 @@ func (s *Store) AppendBatch(ctx context.Context, project string, expectLast uint
 	case s.mode != ExpectProject || !versionAtLeast(s.version, batchServer):
 		return nil, kernel.Errorf(kernel.Unavailable, "%v (the server is %s)", ErrNoBatch, s.version)
 	}
-	if err := checkProject(project); err != nil {
-		return nil, err
-	}
 	msgs := make([]*nats.Msg, len(events))
 	for i, e := range events {
-		if e.ProjectID != project {
-			return nil, errProjectMismatch(e.ProjectID, project)
-		}
-		if !kernel.ValidID(e.Aggregate) || !kernel.ValidID(e.ID) {
-			return nil, errInvalidIDs(e)
-		}
-		data, err := kernel.MarshalEvent(e)
+		m, _, err := s.message(project, e, "an event")
 		if err != nil {
 			return nil, err
 		}
-		if limit := s.nc.MaxPayload() - headerAllowance; int64(len(data)) > limit {
-			return nil, kernel.Errorf(kernel.Validation, "an event is %d bytes encoded; the ledger takes at most %d: send smaller payloads", len(data), limit)
-		}
-		h := nats.Header{
-			HeaderType:            []string{e.Type},
-			HeaderVersion:         []string{strconv.Itoa(e.V)},
-			HeaderID:              []string{e.ID},
-			HeaderNonce:           []string{nonce()},
-			"Nats-Batch-Sequence": []string{strconv.Itoa(i + 1)},
-		}
+		h := m.Header
+		h.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
 		if i == 0 {
 			h.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(expectLast, 10))
 			h.Set("Nats-Expected-Last-Subject-Sequence-Subject", s.projectFilter(project))
@@ -313,7 +296,7 @@ func (s *Store) AppendBatch(ctx context.Context, project string, expectLast uint
 		if i == len(events)-1 {
 			h.Set("Nats-Batch-Commit", "1")
 		}
-		msgs[i] = &nats.Msg{Subject: s.subject(e), Data: data, Header: h}
+		msgs[i] = m
 	}
 	var last uint64
 	var err error
