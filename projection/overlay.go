@@ -90,7 +90,7 @@ func (s *Store) TurnAt(ctx context.Context, project, turnID string, seq uint64) 
 // the commit (WaitFor) of at least the project's last ledger_seq, so the
 // client's next request still reads its write.
 func (s *Store) WaitFolded(ctx context.Context, seq uint64) error {
-	return s.waitUntil(ctx, seq, &s.folded, &s.foldedGate)
+	return s.waitUntil(ctx, seq, &s.folded, &s.foldedGate, nil)
 }
 
 // gate wakes each waiter once, when a mark (the checkpoint, or the

@@ -267,44 +267,29 @@ func (s *Store) Checkpoint() uint64 {
 // or ErrClosed when the store closes first. It is woken by the commit that
 // reaches seq, not by polling.
 func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
-	for {
-		s.mu.Lock()
-		if s.checkpoint >= seq {
-			s.mu.Unlock()
-			return nil
-		}
-		if s.closed {
-			s.mu.Unlock()
-			return ErrClosed
-		}
-		ch := s.checkpointGate.wait(seq)
-		folded := s.folded >= seq
-		s.mu.Unlock()
-		if folded && s.wmu.TryLock() {
-			// Folded and left open (CaughtUp): this read is the commit's
-			// reason. Whoever holds the lock otherwise commits it for the
-			// read: a fold or CaughtUp sees the waiter registered above.
-			// Should the commit fail, the projector folds the events
-			// again and the read waits for that.
-			if o := s.open; o != nil && o.last >= seq {
-				if err := s.commitLocked(); err != nil {
-					s.aborted = true
-				}
-			}
-			s.wmu.Unlock()
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	return s.waitUntil(ctx, seq, &s.checkpoint, &s.checkpointGate, s.commitFor)
+}
+
+// commitFor commits the open transaction for a read waiting for seq when
+// seq is folded in it and no one else holds the fold's lock (CaughtUp left
+// it open: this read is the commit's reason). Whoever holds the lock
+// commits it for the read instead: a fold or CaughtUp sees the waiter
+// registered before the call. Called with s.mu not held.
+func (s *Store) commitFor(seq uint64) {
+	if !s.wmu.TryLock() {
+		return
+	}
+	defer s.wmu.Unlock()
+	if o := s.open; o != nil && o.last >= seq {
+		s.commitAside()
 	}
 }
 
 // waitUntil returns once *mark (read under s.mu, with g woken when it
 // advances) is at least seq, or with ctx's error, or ErrClosed when the store
-// closes first.
-func (s *Store) waitUntil(ctx context.Context, seq uint64, mark *uint64, g *gate) error {
+// closes first. When seq is folded and not yet at the mark, folded (if not
+// nil) is called once the waiter is registered.
+func (s *Store) waitUntil(ctx context.Context, seq uint64, mark *uint64, g *gate, folded func(seq uint64)) error {
 	for {
 		s.mu.Lock()
 		if *mark >= seq {
@@ -316,7 +301,11 @@ func (s *Store) waitUntil(ctx context.Context, seq uint64, mark *uint64, g *gate
 			return ErrClosed
 		}
 		ch := g.wait(seq)
+		isFolded := s.folded >= seq
 		s.mu.Unlock()
+		if folded != nil && isFolded {
+			folded(seq)
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -414,9 +403,16 @@ func (s *Store) commitOpen(o *openTx) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.open == o {
-		if err := s.commitLocked(); err != nil {
-			s.aborted = true
-		}
+		s.commitAside()
+	}
+}
+
+// commitAside is a commit the projector does not make (a read's, or the
+// interval's timer): should it fail, the projector is told at its next call
+// (takeAborted). Run under s.wmu.
+func (s *Store) commitAside() {
+	if err := s.commitLocked(); err != nil {
+		s.aborted = true
 	}
 }
 
