@@ -91,9 +91,16 @@ func (r *Reaper) Status() ReaperStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.status
-	if st.LastRunAt != nil {
-		t := *st.LastRunAt
-		st.LastRunAt = &t
-	}
+	st.LastRunAt = copyTime(st.LastRunAt)
 	return st
+}
+
+// copyTime returns a copy of *t (nil for nil), so that a status handed out
+// shares nothing with the one kept under the lock.
+func copyTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
 }

@@ -214,9 +214,6 @@ func (r *Retention) Status() RetentionStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.status
-	if st.LastRunAt != nil {
-		t := *st.LastRunAt
-		st.LastRunAt = &t
-	}
+	st.LastRunAt = copyTime(st.LastRunAt)
 	return st
 }
