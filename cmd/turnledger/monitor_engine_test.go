@@ -62,6 +62,9 @@ func startEngine(t *testing.T, dir, addr string, args ...string) (string, func()
 			stopped = true
 			cancel()
 			code = <-done
+			if code != 0 {
+				t.Logf("serve exited with %d:\n%s", code, out.String())
+			}
 		}
 		return code
 	}
