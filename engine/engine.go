@@ -206,7 +206,8 @@ func (e *Engine) do(ctx context.Context, project string, fresh, readOnly bool, f
 }
 
 // slotAt returns the project's slot and, when fresh, its last ledger_seq as
-// read after the call began: the state must be folded at least that far.
+// read after the call began: the state must be folded at least that far
+// (where the engine is the ledger's only writer, its state is: 0).
 // The look-up is made before taking the project's lock (and shared by the
 // calls waiting at the same time), so that it does not hold up the
 // project's appends.
@@ -225,13 +226,23 @@ func (e *Engine) slotAt(ctx context.Context, project string, fresh bool) (*slot,
 		return nil, 0, err
 	}
 	var last uint64
-	if fresh {
+	if fresh && !e.soleWriter() {
 		var err error
 		if last, err = s.probe.get(ctx); err != nil {
 			return nil, 0, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", project, err)
 		}
 	}
 	return s, last, nil
+}
+
+// soleWriter reports whether the engine's ledger is the only writer of its
+// stream (it pipelines: pipeline.go). Every event on the ledger is then one
+// this engine sent, folded into its project's state as it was sent (or read
+// back from the ledger by a load), so the state holds every event
+// acknowledged before a request arrived without a look at the ledger.
+func (e *Engine) soleWriter() bool {
+	pl, ok := e.ledger.(pipeliner)
+	return ok && pl.Pipelined()
 }
 
 // newSlot makes the slot of a project, not loaded yet.

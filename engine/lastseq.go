@@ -32,6 +32,13 @@ import (
 // with no work) starts a probe for whoever still waits, and so does the
 // last command to leave. So a busy project is probed rarely, and none of
 // the look-ups holds the project's lock for a request.
+//
+// Where the engine's ledger is its stream's only writer (it pipelines:
+// pipeline.go), no look-up is made at all (Engine.soleWriter): every event
+// on the ledger is one the engine sent and folded into the project's state
+// as it sent it, so the state already holds every event acknowledged
+// before the request arrived. A second writer turns the pipeline off when
+// it opens, before it can append, and the look-ups start again.
 type lastSeqProbe struct {
 	mu      sync.Mutex
 	started uint64     // look-ups started so far, probes and appends

@@ -163,3 +163,52 @@ func sameAsTheLedger(t *testing.T, e *engine.Engine, l *ledger.Store) {
 		t.Errorf("the engine's state of p1 differs from the one folded from the ledger (%d vs %d bytes)", len(a), len(b))
 	}
 }
+
+// TestTheSoleWriterAuthenticatesWithoutALookAtTheLedger: where the engine's
+// ledger is its stream's only writer, a request's authentication uses the
+// engine's state as it is (every event on the ledger was sent by it) and
+// asks the ledger nothing; once a second Store opens on the stream, a
+// credential revoked through it is refused on the first engine's very next
+// request.
+func TestTheSoleWriterAuthenticatesWithoutALookAtTheLedger(t *testing.T) {
+	_, l, emb := pipelinedEngine(t, true)
+	counted := &countingLedger{Store: l}
+	e, err := engine.New(counted, engine.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, e, "req", 1)
+	register(t, e, "worker", 1)
+	cred, err := e.IssueCredential(t.Context(), "p1", admin, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := counted.lastSeqs.Load()
+	for range 10 {
+		if _, err := e.Authenticate(t.Context(), "p1", "worker", cred.Token); err != nil {
+			t.Fatalf("Authenticate = %v", err)
+		}
+	}
+	if n := counted.lastSeqs.Load() - before; n != 0 {
+		t.Errorf("10 authentications of the sole writer looked up the last ledger_seq %d times, want 0", n)
+	}
+
+	// A second writer: another Store on the stream, with an engine of its own.
+	_, l2, err := emb.Open(t.Context(), ledger.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Pipelined() {
+		t.Fatal("the first Store still pipelines beside a second one")
+	}
+	e2, err := engine.New(l2, engine.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e2.Execute(t.Context(), "p1", kernel.RevokeCredential{Common: admin, AgentID: "worker", CredentialID: cred.CredentialID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Authenticate(t.Context(), "p1", "worker", cred.Token); kernel.ErrorKind(err) != kernel.Unauthorized {
+		t.Fatalf("Authenticate after the revocation through the second Store = %v, want %s", err, kernel.Unauthorized)
+	}
+}

@@ -20,10 +20,17 @@ import (
 )
 
 // countingLedger is the real ledger that counts the events its project reads
-// hand over: how much of the history a load folded.
+// hand over (how much of the history a load folded) and its look-ups of a
+// project's last ledger_seq.
 type countingLedger struct {
 	*ledger.Store
-	read atomic.Int64
+	read     atomic.Int64
+	lastSeqs atomic.Int64
+}
+
+func (c *countingLedger) LastSeq(ctx context.Context, project string) (uint64, error) {
+	c.lastSeqs.Add(1)
+	return c.Store.LastSeq(ctx, project)
 }
 
 func (c *countingLedger) ReadProject(ctx context.Context, project string, after uint64, fn func(kernel.Recorded) error) (uint64, error) {
