@@ -2,12 +2,9 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,21 +37,11 @@ import (
 // Every append of the Store goes through the pipeline's lock while it is
 // on, so that the order in which messages reach the connection is the
 // order of the ledger_seqs guessed.
-//
-// The server's answers come to a subscription of the pipeline's own, whose
-// handler answers the append waiting for them: one hand-over from the
-// connection to the command rather than three (the jetstream package's
-// asynchronous publish hands an answer to its subscription's goroutine,
-// which hands it to a future, which a goroutine per append would wait on).
 type pipeline struct {
 	mu       sync.Mutex
 	next     uint64 // the ledger_seq of the next message sent; 0: not known
 	inflight int    // pipelined appends not answered yet
 	off      bool   // another writer of the stream appeared: append in sequence from now on
-
-	inbox   string              // the answers' subjects: inbox + the ledger_seq guessed
-	sub     *nats.Subscription  // of inbox + "*"; nil until the first pipelined append
-	waiting map[uint64]*pending // by the ledger_seq guessed
 }
 
 // turnOff makes every append from now on wait for its answer.
@@ -68,11 +55,6 @@ func (p *pipeline) turnOff() {
 type pending struct {
 	done chan struct{}
 	err  error // set before done is closed
-
-	project    string
-	expectLast uint64      // the project's expectation it was sent with
-	nonce      string      // of its message (Store.sent)
-	timeout    *time.Timer // answers it unknown when the server does not
 }
 
 func (p *pending) result() error { return p.err }
@@ -120,119 +102,54 @@ func (s *Store) AppendAsync(ctx context.Context, project string, expectLast uint
 // s.pipe.mu, with the head known.
 func (s *Store) sendPipelined(project string, expectLast uint64, e kernel.Event) (uint64, <-chan struct{}, func() error, error) {
 	p := s.pipe
-	if err := s.listenForAnswers(); err != nil {
-		return 0, nil, nil, unavailableAppend(project, err)
-	}
 	msg, n, err := s.message(project, e, "the event")
 	if err != nil {
 		return 0, nil, nil, err
 	}
 	seq := p.next
-	msg.Reply = p.inbox + strconv.FormatUint(seq, 10)
-	msg.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(seq-1, 10))
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expectLast, 10))
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, s.projectFilter(project))
 	s.sent.add(n, e)
-	if err := s.nc.PublishMsg(msg); err != nil {
+	fut, err := s.js.PublishMsgAsync(msg,
+		jetstream.WithExpectLastSequence(seq-1),
+		jetstream.WithExpectLastSequenceForSubject(expectLast, s.projectFilter(project)))
+	if err != nil {
 		s.sent.answered(n, false)
 		p.next = 0
 		return 0, nil, nil, unavailableAppend(project, err)
 	}
-	pend := &pending{done: make(chan struct{}), project: project, expectLast: expectLast, nonce: n}
-	// An append whose answer never comes (a server gone) is answered as
-	// unknown after RetryFor, as an append in sequence gives up.
-	pend.timeout = time.AfterFunc(max(s.cfg.RetryFor, s.cfg.AttemptTimeout), func() { s.answer(seq, nil) })
-	p.waiting[seq] = pend
 	p.next++
 	p.inflight++
+	pend := &pending{done: make(chan struct{})}
+	go func() {
+		var err error
+		select {
+		case ack := <-fut.Ok():
+			if ack.Sequence != seq || ack.Duplicate {
+				// The stream-wide expectation rules this out; should a
+				// server not keep it, say so rather than answer wrongly.
+				err = unavailableAppend(project, errWrongGuess)
+			}
+		case perr := <-fut.Err():
+			if isWrongLastSeq(perr) {
+				err = conflict(project, expectLast)
+			} else {
+				err = unavailableAppend(project, perr)
+			}
+		}
+		s.sent.answered(n, err == nil)
+		if err == nil {
+			s.acked(seq)
+		}
+		p.mu.Lock()
+		p.inflight--
+		if err != nil {
+			p.next = 0 // every message sent after it is refused too
+		}
+		p.mu.Unlock()
+		pend.err = err
+		close(pend.done)
+	}()
 	return seq, pend.done, pend.result, nil
 }
-
-// listenForAnswers subscribes to the pipeline's answers, once. Run under
-// s.pipe.mu.
-func (s *Store) listenForAnswers() error {
-	p := s.pipe
-	if p.sub != nil {
-		return nil
-	}
-	inbox := s.nc.NewInbox() + "."
-	sub, err := s.nc.Subscribe(inbox+"*", func(m *nats.Msg) {
-		if seq, err := strconv.ParseUint(strings.TrimPrefix(m.Subject, inbox), 10, 64); err == nil {
-			s.answer(seq, m)
-		}
-	})
-	if err != nil {
-		return err
-	}
-	// Answers are few and small; dropping one would leave its append
-	// unknown until the timeout.
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		sub.Unsubscribe()
-		return err
-	}
-	p.inbox, p.sub, p.waiting = inbox, sub, map[uint64]*pending{}
-	return nil
-}
-
-// answer answers the pipelined append sent as ledger_seq seq with the
-// server's answer m, or as unknown when m is nil (no answer in time). An
-// answer for no append waiting (one late after its timeout) is dropped.
-func (s *Store) answer(seq uint64, m *nats.Msg) {
-	p := s.pipe
-	p.mu.Lock()
-	pend := p.waiting[seq]
-	if pend == nil {
-		p.mu.Unlock()
-		return
-	}
-	delete(p.waiting, seq)
-	p.inflight--
-	pend.timeout.Stop()
-	err := unavailableAppend(pend.project, errNoAnswer)
-	if m != nil {
-		err = judgeAnswer(m, seq, pend.project, pend.expectLast)
-	}
-	if err != nil {
-		p.next = 0 // every message sent after it is refused too
-	}
-	p.mu.Unlock()
-	s.sent.answered(pend.nonce, err == nil)
-	if err == nil {
-		s.acked(seq)
-	}
-	pend.err = err
-	close(pend.done)
-}
-
-// judgeAnswer reads the server's answer to a pipelined append sent as
-// ledger_seq seq: nil when it stored it there.
-func judgeAnswer(m *nats.Msg, seq uint64, project string, expectLast uint64) error {
-	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-		return unavailableAppend(project, jetstream.ErrNoStreamResponse)
-	}
-	var a struct {
-		Error     *jetstream.APIError `json:"error"`
-		Stream    string              `json:"stream"`
-		Seq       uint64              `json:"seq"`
-		Duplicate bool                `json:"duplicate"`
-	}
-	switch err := json.Unmarshal(m.Data, &a); {
-	case err != nil || a.Error == nil && a.Stream == "":
-		return unavailableAppend(project, jetstream.ErrInvalidJSAck)
-	case a.Error != nil && isWrongLastSeq(a.Error):
-		return conflict(project, expectLast)
-	case a.Error != nil:
-		return unavailableAppend(project, a.Error)
-	case a.Seq != seq || a.Duplicate:
-		// The stream-wide expectation rules this out; should a server not
-		// keep it, say so rather than answer wrongly.
-		return unavailableAppend(project, errWrongGuess)
-	}
-	return nil
-}
-
-// errNoAnswer is a pipelined append the server did not answer in time.
-var errNoAnswer = errors.New("ledger: no answer from the server in time; the append may or may not be stored")
 
 // errWrongGuess is an answer at another ledger_seq than the pipeline's
 // stream-wide expectation allowed.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -187,38 +186,5 @@ func TestASecondStoreOnTheStreamStopsThePipeline(t *testing.T) {
 	}
 	if s3.Pipelined() {
 		t.Error("a Store of a server listening on a port pipelines")
-	}
-}
-
-// TestAPipelinedAppendNotAnsweredIsUnknown: when the server's answer to a
-// pipelined append never arrives, the append is answered Unavailable after
-// RetryFor (its fate unknown), and the Store stops guessing: its next
-// append goes in sequence and finds the stream's head again.
-func TestAPipelinedAppendNotAnsweredIsUnknown(t *testing.T) {
-	_, s := openPipelined(t)
-	s.cfg.RetryFor, s.cfg.AttemptTimeout = 50*time.Millisecond, 50*time.Millisecond
-	first := send(t, s, "p1", 0, "a0")        // in sequence: the head is not known yet
-	first = send(t, s, "p1", first.seq, "a0") // pipelined
-	if err := first.wait(); err != nil {
-		t.Fatal(err)
-	}
-	// The answers of what is sent next are lost on the way.
-	s.pipe.mu.Lock()
-	if err := s.pipe.sub.Unsubscribe(); err != nil {
-		t.Fatal(err)
-	}
-	s.pipe.mu.Unlock()
-	lost := send(t, s, "p1", first.seq, "a1")
-	if err := lost.wait(); kernel.ErrorKind(err) != kernel.Unavailable || !errors.Is(err, errNoAnswer) {
-		t.Fatalf("an append whose answer was lost = %v, want Unavailable, not answered in time", err)
-	}
-	if s.pipe.next != 0 || s.pipe.inflight != 0 {
-		t.Errorf("after an unanswered append the pipeline guesses ledger_seq %d with %d in flight, want no guess and none", s.pipe.next, s.pipe.inflight)
-	}
-	// The lost append was stored (only its answer was lost): the next one,
-	// in sequence, expects it.
-	next := send(t, s, "p1", lost.seq, "a2")
-	if err := next.wait(); err != nil || next.seq != lost.seq+1 {
-		t.Errorf("the append after it = ledger_seq %d, %v; want %d, stored", next.seq, err, lost.seq+1)
 	}
 }

@@ -95,7 +95,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	// A pipelined append whose answer never comes (a server gone) is
+	// answered as unknown after RetryFor, as an append in sequence gives up.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(max(cfg.RetryFor, cfg.AttemptTimeout)))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
