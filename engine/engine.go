@@ -206,8 +206,7 @@ func (e *Engine) do(ctx context.Context, project string, fresh, readOnly bool, f
 }
 
 // slotAt returns the project's slot and, when fresh, its last ledger_seq as
-// read after the call began: the state must be folded at least that far
-// (where the engine is the ledger's only writer, its state is: 0).
+// read after the call began: the state must be folded at least that far.
 // The look-up is made before taking the project's lock (and shared by the
 // calls waiting at the same time), so that it does not hold up the
 // project's appends.
@@ -226,7 +225,7 @@ func (e *Engine) slotAt(ctx context.Context, project string, fresh bool) (*slot,
 		return nil, 0, err
 	}
 	var last uint64
-	if fresh && !e.soleWriter() {
+	if fresh {
 		var err error
 		if last, err = s.probe.get(ctx); err != nil {
 			return nil, 0, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", project, err)
@@ -239,7 +238,8 @@ func (e *Engine) slotAt(ctx context.Context, project string, fresh bool) (*slot,
 // stream (it pipelines: pipeline.go). Every event on the ledger is then one
 // this engine sent, folded into its project's state as it was sent (or read
 // back from the ledger by a load), so the state holds every event
-// acknowledged before a request arrived without a look at the ledger.
+// acknowledged before a request arrived: a probe of the project's last
+// ledger_seq reads it there rather than on the ledger.
 func (e *Engine) soleWriter() bool {
 	pl, ok := e.ledger.(pipeliner)
 	return ok && pl.Pipelined()
@@ -248,7 +248,16 @@ func (e *Engine) soleWriter() bool {
 // newSlot makes the slot of a project, not loaded yet.
 func (e *Engine) newSlot(project string) *slot {
 	s := &slot{id: project, p: NewProject(project)}
-	s.probe.fetch = func(ctx context.Context) (uint64, error) { return e.ledger.LastSeq(ctx, project) }
+	s.probe.fetch = func(ctx context.Context) (uint64, error) {
+		if e.soleWriter() {
+			// Every event on the ledger is one this engine sent and folded
+			// as it sent it: the state is as far as the ledger.
+			s.mu.RLock()
+			defer s.mu.RUnlock()
+			return s.p.Seq, nil
+		}
+		return e.ledger.LastSeq(ctx, project)
+	}
 	return s
 }
 
