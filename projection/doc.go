@@ -37,7 +37,7 @@
 // between transactions (turncache.go). A [Projector] runs a [Source] from the
 // checkpoint and folds each batch into a transaction it keeps open across
 // batches ([Store.Fold]): it commits once the transaction has been open for
-// Config.CommitInterval (5 ms), and sooner when someone waits for the commit:
+// Config.CommitInterval (20 ms), and sooner when someone waits for the commit:
 // a read waiting for a ledger_seq folded commits it at once (by the fold that
 // reaches it, or by the read itself), and when the Source has caught up
 // (nothing more is on its way, [Store.CaughtUp]) a watch of a long poll or

@@ -75,7 +75,7 @@ type Config struct {
 const DefaultMaxPageBytes = 4 << 20
 
 // DefaultCommitInterval is the default of Config.CommitInterval.
-const DefaultCommitInterval = 5 * time.Millisecond
+const DefaultCommitInterval = 20 * time.Millisecond
 
 // DefaultConfig returns the defaults: presence window 60s, open timeout 5s,
 // retry interval 1s, fsync on, commit interval 5 ms, pages of at most
