@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,5 +167,92 @@ func TestSnapshotKeepsTheTreeThroughFinishedTurns(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"r", "g"}, ids); diff != "" {
 		t.Errorf("a cascade from r after a snapshot stops (-want +got):\n%s", diff)
+	}
+}
+
+// finishedTurn is a finished root Turn with the id, as the bench makes them.
+func finishedTurn(id string, order uint64, outcome string) *kernel.Turn {
+	w := kernel.AgentRef{ProjectID: "p1", AgentID: "w"}
+	return &kernel.Turn{ID: id, Order: order, State: kernel.StateFinished, Outcome: outcome, Attempts: 1, TurnSeq: 4, Seq: order + 3,
+		Dispatch: kernel.TurnDispatched{TargetAgent: w, RequestedBy: w, TurnKind: "k", DispatchKey: "key-" + id, BodyHash: "h-" + id,
+			RootTurnID: id, Authority: kernel.Authority{Mode: kernel.AuthorityRoot, RequestID: "req-" + id}}}
+}
+
+// TestPackedTurnsFindEachTurnWhateverItsHash: the store finds every Turn
+// by its id, lists each once and keeps a Turn packed again in place of the
+// earlier one, also when ids share a hash (here all of them) and after it
+// copied the Turns kept into new chunks to drop the replaced ones.
+func TestPackedTurnsFindEachTurnWhateverItsHash(t *testing.T) {
+	for name, hash := range map[string]func([]byte) uint64{
+		"own hash": nil,
+		"one hash": func([]byte) uint64 { return 7 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newPackedTurns()
+			if hash != nil {
+				s.hash = hash
+			}
+			const n = 300
+			want := map[string]*kernel.Turn{}
+			for i := range n {
+				tn := finishedTurn(fmt.Sprintf("t%03d", i), uint64(i+1), "succeeded")
+				s.Put(tn)
+				want[tn.ID] = tn
+			}
+			// Packed again and again: the store drops the replaced bytes
+			// on the way (once they outweigh the Turns kept).
+			for round := range 100 {
+				for i := range n / 3 {
+					tn := finishedTurn(fmt.Sprintf("t%03d", i), uint64(i+1), fmt.Sprintf("stopped-%d-%s", round, strings.Repeat("x", 200)))
+					s.Put(tn)
+					want[tn.ID] = tn
+				}
+			}
+			if s.Len() != n {
+				t.Errorf("Len() = %d, want %d", s.Len(), n)
+			}
+			if s.dead > s.live+chunkSize {
+				t.Errorf("replaced bytes %d beside %d kept: the store never dropped them", s.dead, s.live)
+			}
+			got := map[string]*kernel.Turn{}
+			s.Each(func(tn *kernel.Turn) {
+				if got[tn.ID] != nil {
+					t.Errorf("Each gave %s twice", tn.ID)
+				}
+				got[tn.ID] = tn
+			})
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Each (-want +got):\n%s", diff)
+			}
+			for id, tn := range want {
+				if diff := cmp.Diff(tn, s.Get(id)); diff != "" {
+					t.Errorf("Get(%s) (-want +got):\n%s", id, diff)
+				}
+			}
+			if tn := s.Get("t999"); tn != nil {
+				t.Errorf("Get of an id never put = %+v, want nil", tn)
+			}
+
+			// Through a snapshot: the same Turns, the same bytes again.
+			p := NewProject("p1")
+			p.Seq = 1
+			p.Finished = s
+			data, err := encodeSnapshot(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := decodeSnapshot("p1", data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again := map[string]*kernel.Turn{}
+			q.Finished.Each(func(tn *kernel.Turn) { again[tn.ID] = tn })
+			if diff := cmp.Diff(want, again); diff != "" {
+				t.Errorf("through a snapshot (-want +got):\n%s", diff)
+			}
+			if data2, err := encodeSnapshot(q); err != nil || string(data2) != string(data) {
+				t.Errorf("the snapshot of the decoded write model differs from the one it was decoded from (%v)", err)
+			}
+		})
 	}
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"github.com/turnledger/turnledger/kernel"
 
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -198,11 +197,8 @@ func encodeSnapshot(p *kernel.Project) ([]byte, error) {
 			p.Finished.Each(packed.Put)
 		}
 	}
-	var slims []byte
-	for _, id := range slices.Sorted(maps.Keys(packed.done)) {
-		s.Slim++
-		slims = append(slims, packed.done[id]...)
-	}
+	slims, n := packed.sorted(nil)
+	s.Slim = n
 	for _, id := range slices.Sorted(maps.Keys(p.Turns)) {
 		t := p.Turns[id]
 		s.Turns = append(s.Turns, snapTurn{ID: t.ID, Order: t.Order, Dispatch: t.Dispatch, State: t.State, Outcome: t.Outcome,
@@ -271,11 +267,10 @@ func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
 	r := slimReader{b: slims}
 	for range s.Slim {
 		rest := r.b
-		id := r.next()
-		if r.err != nil {
+		if r.next(); r.err != nil {
 			return nil, r.err
 		}
-		packed.done[string(id)] = bytes.Clone(rest[:len(rest)-len(r.b)]) // the data is the file's: copy
+		packed.add(rest[:len(rest)-len(r.b)]) // a copy: the data is the file's
 	}
 	if len(r.b) != 0 {
 		return nil, errSnapshotBinary
