@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"hash/maphash"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/turnledger/turnledger/kernel"
@@ -12,15 +13,14 @@ import (
 // packedTurns is the engine's store of a project's finished Turns
 // (kernel.FinishedTurns). A finished Turn is most of a long ledger's write
 // model and decisions read little of it, so the store keeps only that (see
-// slim): the Turn's bytes as the binary part of a snapshot holds them
-// (snapbin.go), unpacked into a fresh Turn when a decision asks for it. The
-// strings many Turns share (agent ids, kinds, modes, outcomes) are interned.
+// slim), packed into bytes (packedform.go), unpacked into a fresh Turn when a
+// decision asks for it. The strings many Turns share (agent ids, kinds,
+// modes, outcomes) are kept once.
 //
 // The bytes of all Turns lie one after the other in chunks of chunkSize, and
 // an index maps the hash of a Turn's id to where its bytes start: a Turn
 // costs its bytes and one slot of the index, not an allocation of its own,
-// a key string and a map entry holding both (371 B a Turn at 1M events
-// before, about 240 after, bench's Turns). The Turn's id in its bytes tells
+// a key string and a map entry holding both. The Turn's id in its bytes tells
 // two ids of one hash apart: the second one goes to clash.
 type packedTurns struct {
 	chunks [][]byte
@@ -29,7 +29,11 @@ type packedTurns struct {
 	hash   func(id []byte) uint64 // maphash with a seed of the store's
 	live   int                    // bytes of the Turns kept
 	dead   int                    // bytes of Turns packed again since (pack drops them)
-	strs   map[string]string
+
+	names   [][]byte          // the shared strings, by number (packedform.go)
+	nameIdx map[string]uint32 // the number of each
+	strs    map[string]string // the strings of unpacked Turns, interned
+	scratch []byte
 }
 
 // chunkSize is the size of a chunk of packed Turns: large enough that its
@@ -47,7 +51,7 @@ func NewProject(id string) *kernel.Project {
 
 func newPackedTurns() *packedTurns {
 	seed := maphash.MakeSeed()
-	return &packedTurns{at: map[uint64]uint64{}, clash: map[string]uint64{}, strs: map[string]string{},
+	return &packedTurns{at: map[uint64]uint64{}, clash: map[string]uint64{}, nameIdx: map[string]uint32{}, strs: map[string]string{},
 		hash: func(id []byte) uint64 { return maphash.Bytes(seed, id) }}
 }
 
@@ -67,11 +71,23 @@ func (s *packedTurns) find(id []byte) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	r := slimReader{b: s.bytesAt(pos)}
-	if !bytes.Equal(r.next(), id) || r.err != nil {
+	var f slimFields
+	if _, ok := s.readMem(&f, s.bytesAt(pos), true); !ok || !bytes.Equal(f.s[fID], id) {
 		return 0, false // another id of the same hash
 	}
 	return pos, true
+}
+
+// snapAt returns the Turn at pos in the snapshot's form (snapbin.go),
+// appended to b, and its length in memory.
+func (s *packedTurns) snapAt(b []byte, pos uint64) ([]byte, int, bool) {
+	var f slimFields
+	mem := s.bytesAt(pos)
+	rest, ok := s.readMem(&f, mem, false)
+	if !ok {
+		return b, 0, false
+	}
+	return f.appendSnap(b), len(mem) - len(rest), true
 }
 
 // Get unpacks the finished Turn with the id, or returns nil.
@@ -80,7 +96,12 @@ func (s *packedTurns) Get(id string) *kernel.Turn {
 	if !ok {
 		return nil
 	}
-	r := slimReader{b: s.bytesAt(pos), strs: s.strs}
+	var buf [512]byte
+	b, _, ok := s.snapAt(buf[:0], pos)
+	if !ok {
+		return nil
+	}
+	r := slimReader{b: b, strs: s.strs}
 	t := r.turn()
 	if r.err != nil {
 		return nil
@@ -95,18 +116,19 @@ func (s *packedTurns) Put(t *kernel.Turn) {
 	s.add(appendSlim(nil, &c))
 }
 
-// add keeps a copy of b, one packed Turn, in place of an earlier one of its
-// id.
-func (s *packedTurns) add(b []byte) {
-	r := slimReader{b: b}
-	if r.next(); r.err != nil {
-		return // appendSlim's, or checked by the snapshot's decoding
+// add keeps b, one packed Turn in the snapshot's form, in place of an
+// earlier one of its id. It reports whether b was one.
+func (s *packedTurns) add(b []byte) bool {
+	var f slimFields
+	if rest, ok := f.readSnap(b); !ok || len(rest) != 0 {
+		return false
 	}
-	pos := s.append(b)
-	id := (&slimReader{b: s.bytesAt(pos)}).next() // the store's copy
-	s.live += len(b)
+	s.scratch = s.appendMem(s.scratch[:0], &f)
+	pos := s.append(s.scratch)
+	s.live += len(s.scratch)
+	id := f.s[fID]
 	if old, ok := s.find(id); ok {
-		n := s.size(old)
+		_, n, _ := s.snapAt(nil, old)
 		s.live, s.dead = s.live-n, s.dead+n
 		if _, clashed := s.clash[string(id)]; clashed {
 			s.clash[string(id)] = pos
@@ -116,14 +138,15 @@ func (s *packedTurns) add(b []byte) {
 		if s.dead > chunkSize && s.dead > s.live {
 			s.pack()
 		}
-		return
+		return true
 	}
 	h := s.hash(id)
 	if _, taken := s.at[h]; taken {
 		s.clash[string(id)] = pos
-		return
+		return true
 	}
 	s.at[h] = pos
+	return true
 }
 
 // append copies b to the end of the last chunk, or of a new one, and
@@ -139,53 +162,50 @@ func (s *packedTurns) append(b []byte) uint64 {
 	return pos
 }
 
-// size is the length of the packed Turn at pos.
-func (s *packedTurns) size(pos uint64) int {
-	b := s.bytesAt(pos)
-	r := slimReader{b: b}
-	r.next()
-	return len(b) - len(r.b)
-}
-
 // pack copies the Turns kept into new chunks, leaving out the bytes of
 // those packed again since.
 func (s *packedTurns) pack() {
-	old := s
-	n := &packedTurns{at: make(map[uint64]uint64, len(old.at)), clash: map[string]uint64{}, hash: old.hash, strs: old.strs}
-	old.each(func(_, b []byte) { n.add(b) })
+	n := &packedTurns{at: make(map[uint64]uint64, len(s.at)), clash: map[string]uint64{}, hash: s.hash,
+		names: s.names, nameIdx: s.nameIdx, strs: s.strs}
+	var b []byte
+	for _, pos := range s.positions() {
+		b, _, _ = s.snapAt(b[:0], pos)
+		n.add(b)
+	}
 	*s = *n
 }
 
 func (s *packedTurns) Len() int { return len(s.at) + len(s.clash) }
 
-// each calls fn with the id and the packed bytes of every Turn kept, in no
-// order; both are the store's, valid until its next change.
-func (s *packedTurns) each(fn func(id, b []byte)) {
-	visit := func(pos uint64) {
-		b := s.bytesAt(pos)
-		r := slimReader{b: b}
-		id := r.next()
-		if r.err == nil {
-			fn(id, b[:len(b)-len(r.b)])
-		}
-	}
+// positions returns where every Turn kept lies, in no order.
+func (s *packedTurns) positions() []uint64 {
+	all := make([]uint64, 0, s.Len())
 	for _, pos := range s.at {
-		visit(pos)
+		all = append(all, pos)
 	}
 	for _, pos := range s.clash {
-		visit(pos)
+		all = append(all, pos)
 	}
+	return all
 }
 
-// sorted appends the packed bytes of every Turn kept to out, in order of
+// sorted appends every Turn kept to out in the snapshot's form, in order of
 // turn id (a snapshot's binary part), and returns it with their count.
 func (s *packedTurns) sorted(out []byte) ([]byte, int) {
-	type item struct{ id, b []byte }
+	type item struct {
+		id  string
+		pos uint64
+	}
 	all := make([]item, 0, s.Len())
-	s.each(func(id, b []byte) { all = append(all, item{id, b}) })
-	slices.SortFunc(all, func(x, y item) int { return bytes.Compare(x.id, y.id) })
+	for _, pos := range s.positions() {
+		var f slimFields
+		if _, ok := s.readMem(&f, s.bytesAt(pos), true); ok {
+			all = append(all, item{string(f.s[fID]), pos})
+		}
+	}
+	slices.SortFunc(all, func(x, y item) int { return strings.Compare(x.id, y.id) })
 	for _, it := range all {
-		out = append(out, it.b...)
+		out, _, _ = s.snapAt(out, it.pos)
 	}
 	return out, len(all)
 }
@@ -194,21 +214,25 @@ func (s *packedTurns) sorted(out []byte) ([]byte, int) {
 // dispatch's ledger_seq of every Turn the store keeps, reading only those
 // fields of the packed bytes.
 func (s *packedTurns) Parents(fn func(id, parent string, order uint64)) {
-	s.each(func(id, b []byte) {
-		r := slimReader{b: b}
-		if parent, order := r.parent(); r.err == nil {
-			fn(string(id), parent, order)
+	var f slimFields
+	for _, pos := range s.positions() {
+		if _, ok := s.readMem(&f, s.bytesAt(pos), false); ok {
+			fn(string(f.s[fID]), string(f.s[fParent]), f.order)
 		}
-	})
+	}
 }
 
 func (s *packedTurns) Each(fn func(t *kernel.Turn)) {
-	s.each(func(_, b []byte) {
-		r := slimReader{b: b, strs: s.strs}
-		if t := r.turn(); r.err == nil {
-			fn(t)
+	var b []byte
+	for _, pos := range s.positions() {
+		var ok bool
+		if b, _, ok = s.snapAt(b[:0], pos); ok {
+			r := slimReader{b: b, strs: s.strs}
+			if t := r.turn(); r.err == nil {
+				fn(t)
+			}
 		}
-	})
+	}
 }
 
 // slim drops from a finished Turn what no decision reads again: its input,

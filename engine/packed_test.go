@@ -256,3 +256,50 @@ func TestPackedTurnsFindEachTurnWhateverItsHash(t *testing.T) {
 		})
 	}
 }
+
+// TestPackedFormIsExact: a finished Turn packed in memory gives back the
+// bytes of the snapshot's form it was made from, whatever its strings look
+// like: ids and hashes in their usual spelling (kept shorter) or not
+// (uppercase, too short, dashes elsewhere), a request id equal to the
+// dispatch key or not, empty strings, names shared by many Turns.
+func TestPackedFormIsExact(t *testing.T) {
+	ids := []string{"0190a6a4-5b6c-7d8e-9f01-23456789abcd", "0190A6A4-5B6C-7D8E-9F01-23456789ABCD", "0190a6a4-5b6c-7d8e-9f01-23456789abc",
+		"0190a6a45-b6c-7d8e-9f01-23456789abcd", "0190a6a4-5b6c-7d8e-9f01-23456789abcg", "turn-1", ""}
+	hashes := []string{strings.Repeat("0f", 32), strings.Repeat("0F", 32), strings.Repeat("ab", 31), "", "not hex at all"}
+	s := newPackedTurns()
+	for i, id := range ids {
+		for j, hash := range hashes {
+			tn := finishedTurn(id, uint64(i*10+j), []string{"succeeded", "failed", ""}[(i+j)%3])
+			tn.Dispatch.BodyHash = hash
+			if j%2 == 0 {
+				tn.Dispatch.Authority.RequestID = tn.Dispatch.DispatchKey
+			}
+			if i%3 == 0 {
+				tn.Dispatch.RootTurnID = "" // not its own root: written out
+				tn.Dispatch.Authority.ParentTurnID, tn.Dispatch.Authority.ParentClaim = ids[j%len(ids)], "clm"
+			}
+			tn.Dispatch.TargetAgent.AgentID = fmt.Sprintf("w%d", j)
+			tn.StopRequested = j == 1
+			tn.Dispatch.Depth = i
+			c := *tn
+			s.slim(&c)
+			b := appendSlim(nil, &c)
+			var f slimFields
+			if rest, ok := f.readSnap(b); !ok || len(rest) != 0 {
+				t.Fatalf("readSnap of %s/%s: ok %v, %d bytes left", id, hash, ok, len(rest))
+			}
+			mem := s.appendMem(nil, &f)
+			var g slimFields
+			rest, ok := s.readMem(&g, mem, false)
+			if !ok || len(rest) != 0 {
+				t.Fatalf("readMem of %s/%s: ok %v, %d bytes left", id, hash, ok, len(rest))
+			}
+			if got := g.appendSnap(nil); string(got) != string(b) {
+				t.Errorf("id %q, hash %q: through the memory form %x, want %x", id, hash, got, b)
+			}
+			if id == ids[0] && hash == hashes[0] && j%2 == 0 && len(mem) > len(b)-20-32-len(tn.Dispatch.DispatchKey) {
+				t.Errorf("id %q, hash %q: %d bytes in memory for %d in a snapshot: the id, hash or request id not kept shorter", id, hash, len(mem), len(b))
+			}
+		}
+	}
+}

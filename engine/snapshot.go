@@ -270,7 +270,9 @@ func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
 		if r.next(); r.err != nil {
 			return nil, r.err
 		}
-		packed.add(rest[:len(rest)-len(r.b)]) // a copy: the data is the file's
+		if !packed.add(rest[:len(rest)-len(r.b)]) { // a copy: the data is the file's
+			return nil, errSnapshotBinary
+		}
 	}
 	if len(r.b) != 0 {
 		return nil, errSnapshotBinary
