@@ -210,13 +210,12 @@ func (s *packedTurns) sorted(out []byte) ([]byte, int) {
 	return out, len(all)
 }
 
-// Parents calls fn with the id, the parent (empty for a root) and the
-// dispatch's ledger_seq of every Turn the store keeps, reading only those
-// fields of the packed bytes.
+// Parents calls fn with the id, the parent and the dispatch's ledger_seq
+// of every Turn the store keeps that has a parent, without unpacking it.
 func (s *packedTurns) Parents(fn func(id, parent string, order uint64)) {
 	var f slimFields
 	for _, pos := range s.positions() {
-		if _, ok := s.readMem(&f, s.bytesAt(pos), false); ok {
+		if _, ok := s.readMem(&f, s.bytesAt(pos), false); ok && len(f.s[fParent]) > 0 {
 			fn(string(f.s[fID]), string(f.s[fParent]), f.order)
 		}
 	}
