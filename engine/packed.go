@@ -72,7 +72,7 @@ func (s *packedTurns) find(id []byte) (uint64, bool) {
 		return 0, false
 	}
 	var f slimFields
-	if _, ok := s.readMem(&f, s.bytesAt(pos), true); !ok || !bytes.Equal(f.s[fID], id) {
+	if _, ok := s.readMem(&f, s.bytesAt(pos), readID); !ok || !bytes.Equal(f.s[fID], id) {
 		return 0, false // another id of the same hash
 	}
 	return pos, true
@@ -83,7 +83,7 @@ func (s *packedTurns) find(id []byte) (uint64, bool) {
 func (s *packedTurns) snapAt(b []byte, pos uint64) ([]byte, int, bool) {
 	var f slimFields
 	mem := s.bytesAt(pos)
-	rest, ok := s.readMem(&f, mem, false)
+	rest, ok := s.readMem(&f, mem, readAll)
 	if !ok {
 		return b, 0, false
 	}
@@ -119,9 +119,17 @@ func (s *packedTurns) Put(t *kernel.Turn) {
 // add keeps b, one packed Turn in the snapshot's form, in place of an
 // earlier one of its id. It reports whether b was one.
 func (s *packedTurns) add(b []byte) bool {
+	rest, ok := s.addFirst(b)
+	return ok && len(rest) == 0
+}
+
+// addFirst keeps a copy of the first packed Turn of b, in the snapshot's
+// form, and returns the bytes after it.
+func (s *packedTurns) addFirst(b []byte) ([]byte, bool) {
 	var f slimFields
-	if rest, ok := f.readSnap(b); !ok || len(rest) != 0 {
-		return false
+	rest, ok := f.readSnap(b)
+	if !ok {
+		return nil, false
 	}
 	s.scratch = s.appendMem(s.scratch[:0], &f)
 	pos := s.append(s.scratch)
@@ -138,15 +146,15 @@ func (s *packedTurns) add(b []byte) bool {
 		if s.dead > chunkSize && s.dead > s.live {
 			s.pack()
 		}
-		return true
+		return rest, true
 	}
 	h := s.hash(id)
 	if _, taken := s.at[h]; taken {
 		s.clash[string(id)] = pos
-		return true
+		return rest, true
 	}
 	s.at[h] = pos
-	return true
+	return rest, true
 }
 
 // append copies b to the end of the last chunk, or of a new one, and
@@ -199,7 +207,7 @@ func (s *packedTurns) sorted(out []byte) ([]byte, int) {
 	all := make([]item, 0, s.Len())
 	for _, pos := range s.positions() {
 		var f slimFields
-		if _, ok := s.readMem(&f, s.bytesAt(pos), true); ok {
+		if _, ok := s.readMem(&f, s.bytesAt(pos), readID); ok {
 			all = append(all, item{string(f.s[fID]), pos})
 		}
 	}
@@ -215,7 +223,7 @@ func (s *packedTurns) sorted(out []byte) ([]byte, int) {
 func (s *packedTurns) Parents(fn func(id, parent string, order uint64)) {
 	var f slimFields
 	for _, pos := range s.positions() {
-		if _, ok := s.readMem(&f, s.bytesAt(pos), false); ok && len(f.s[fParent]) > 0 {
+		if _, ok := s.readMem(&f, s.bytesAt(pos), readParents); ok && len(f.s[fParent]) > 0 {
 			fn(string(f.s[fID]), string(f.s[fParent]), f.order)
 		}
 	}

@@ -290,7 +290,7 @@ func TestPackedFormIsExact(t *testing.T) {
 			}
 			mem := s.appendMem(nil, &f)
 			var g slimFields
-			rest, ok := s.readMem(&g, mem, false)
+			rest, ok := s.readMem(&g, mem, readAll)
 			if !ok || len(rest) != 0 {
 				t.Fatalf("readMem of %s/%s: ok %v, %d bytes left", id, hash, ok, len(rest))
 			}

@@ -18,6 +18,10 @@ import (
 //   - a request id equal to the dispatch key (a root dispatch made with the
 //     client's Root helper) is a flag.
 //
+// The id, the dispatch's ledger_seq and the parent come first, what finding
+// a Turn and listing the parents read; then the other strings in the
+// snapshot's order and its numbers.
+//
 // The store takes and gives back the snapshot's form (slimFields); the
 // transcoding is exact both ways (TestPackedFormIsExact), so a snapshot is
 // byte for byte the one the snapshot's form alone would give.
@@ -47,21 +51,22 @@ var named = [nStrings]bool{fTargetProject: true, fTargetAgent: true, fRequesterP
 
 // Flags of the memory form, beside the snapshot's two (stop requested, root).
 const (
-	flagUUID      = 4  // the id as 16 bytes
-	flagRawHash   = 8  // the body hash as 32 bytes
-	flagRequestIs = 16 // the request id is the dispatch key
+	flagUUID       = 4  // the id as 16 bytes
+	flagRawHash    = 8  // the body hash as 32 bytes
+	flagRequestIs  = 16 // the request id is the dispatch key
+	flagUUIDParent = 32 // the parent's id as 16 bytes
 )
 
 // slimFields is one packed Turn as fields; the strings are the bytes of the
 // form read (or of the store's names), valid as long as those.
 type slimFields struct {
-	flags           uint64
-	s               [nStrings][]byte
-	order           uint64
-	depth, attempts int64
-	turnSeq, seq    uint64
-	idBuf           [36]byte // an id spelled out from 16 bytes
-	hashBuf         [64]byte // a body hash spelled out from 32
+	flags            uint64
+	s                [nStrings][]byte
+	order            uint64
+	depth, attempts  int64
+	turnSeq, seq     uint64
+	idBuf, parentBuf [36]byte // ids spelled out from 16 bytes
+	hashBuf          [64]byte // a body hash spelled out from 32
 }
 
 // readSnap reads one Turn of the snapshot's form from b and returns the
@@ -97,9 +102,12 @@ func (f *slimFields) appendSnap(b []byte) []byte {
 // appendMem appends f in the memory form, adding to the store's names.
 func (s *packedTurns) appendMem(b []byte, f *slimFields) []byte {
 	flags := f.flags & 3
-	var id [16]byte
+	var id, parent [16]byte
 	if packUUID(&id, f.s[fID]) {
 		flags |= flagUUID
+	}
+	if packUUID(&parent, f.s[fParent]) {
+		flags |= flagUUIDParent
 	}
 	var hash [32]byte
 	if packHex(hash[:], f.s[fBodyHash]) {
@@ -109,47 +117,96 @@ func (s *packedTurns) appendMem(b []byte, f *slimFields) []byte {
 		flags |= flagRequestIs
 	}
 	b = binary.AppendUvarint(b, flags)
+	b = appendPacked(b, f.s[fID], id[:], flags&flagUUID != 0)
+	b = binary.AppendUvarint(b, f.order)
+	b = appendPacked(b, f.s[fParent], parent[:], flags&flagUUIDParent != 0)
 	for i, v := range f.s {
 		switch {
-		case i == fID && flags&flagUUID != 0:
-			b = append(b, id[:]...)
-		case i == fBodyHash && flags&flagRawHash != 0:
-			b = append(b, hash[:]...)
+		case i == fID || i == fParent:
+		case i == fBodyHash:
+			b = appendPacked(b, v, hash[:], flags&flagRawHash != 0)
 		case i == fRequestID && flags&flagRequestIs != 0:
 		case named[i]:
 			b = binary.AppendUvarint(b, uint64(s.nameOf(v)))
 		default:
-			b = binary.AppendUvarint(b, uint64(len(v)))
-			b = append(b, v...)
+			b = appendPacked(b, v, nil, false)
 		}
 	}
-	b = binary.AppendUvarint(b, f.order)
 	b = binary.AppendVarint(b, f.depth)
 	b = binary.AppendVarint(b, f.attempts)
 	b = binary.AppendUvarint(b, f.turnSeq)
 	return binary.AppendUvarint(b, f.seq)
 }
 
-// readMem reads one Turn of the memory form from b and returns the bytes
-// after it. With only the id (idOnly) it stops after the id.
-func (s *packedTurns) readMem(f *slimFields, b []byte, idOnly bool) ([]byte, bool) {
-	r := slimReader{b: b}
+// appendPacked appends v spelled out (its length first), or its packed
+// bytes.
+func appendPacked(b, v, packed []byte, isPacked bool) []byte {
+	if isPacked {
+		return append(b, packed...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// memReader reads the memory form.
+type memReader struct {
+	slimReader
+	ok bool
+}
+
+// bytes reads n bytes, or a string spelled out when n is 0.
+func (r *memReader) bytes(n uint64) []byte {
+	if n == 0 {
+		n = r.uvarint()
+	}
+	if n > uint64(len(r.b)) {
+		r.ok = false
+		r.b = nil
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+// Which fields readMem reads.
+const (
+	readID      = iota // the id alone
+	readParents        // the id, the dispatch's ledger_seq and the parent
+	readAll
+)
+
+// readMem reads one Turn of the memory form from b, as far as upTo says, and
+// returns the bytes after what it read.
+func (s *packedTurns) readMem(f *slimFields, b []byte, upTo int) ([]byte, bool) {
+	r := memReader{slimReader: slimReader{b: b}, ok: true}
 	flags := r.uvarint()
 	f.flags = flags & 3
+	if flags&flagUUID != 0 {
+		f.s[fID] = unpackUUID(&f.idBuf, r.bytes(16))
+	} else {
+		f.s[fID] = r.bytes(0)
+	}
+	if upTo == readID {
+		return r.b, r.ok && r.err == nil
+	}
+	f.order = r.uvarint()
+	if flags&flagUUIDParent != 0 {
+		f.s[fParent] = unpackUUID(&f.parentBuf, r.bytes(16))
+	} else {
+		f.s[fParent] = r.bytes(0)
+	}
+	if upTo == readParents {
+		return r.b, r.ok && r.err == nil
+	}
 	for i := range f.s {
 		switch {
-		case i == fID && flags&flagUUID != 0:
-			if len(r.b) < 16 {
-				return nil, false
-			}
-			f.s[i] = unpackUUID(&f.idBuf, r.b[:16])
-			r.b = r.b[16:]
+		case i == fID || i == fParent:
 		case i == fBodyHash && flags&flagRawHash != 0:
-			if len(r.b) < 32 {
-				return nil, false
+			if raw := r.bytes(32); r.ok {
+				hex.Encode(f.hashBuf[:], raw)
+				f.s[i] = f.hashBuf[:]
 			}
-			hex.Encode(f.hashBuf[:], r.b[:32])
-			f.s[i], r.b = f.hashBuf[:], r.b[32:]
 		case i == fRequestID && flags&flagRequestIs != 0:
 			f.s[i] = f.s[fDispatchKey]
 		case named[i]:
@@ -159,18 +216,11 @@ func (s *packedTurns) readMem(f *slimFields, b []byte, idOnly bool) ([]byte, boo
 			}
 			f.s[i] = s.names[n]
 		default:
-			n := r.uvarint()
-			if n > uint64(len(r.b)) {
-				return nil, false
-			}
-			f.s[i], r.b = r.b[:n], r.b[n:]
-		}
-		if idOnly {
-			return r.b, r.err == nil
+			f.s[i] = r.bytes(0)
 		}
 	}
-	f.order, f.depth, f.attempts, f.turnSeq, f.seq = r.uvarint(), r.varint(), r.varint(), r.uvarint(), r.uvarint()
-	return r.b, r.err == nil
+	f.depth, f.attempts, f.turnSeq, f.seq = r.varint(), r.varint(), r.uvarint(), r.uvarint()
+	return r.b, r.ok && r.err == nil
 }
 
 // nameOf returns the number of v in the store's names, adding it.
@@ -196,6 +246,9 @@ func packUUID(id *[16]byte, s []byte) bool {
 
 // unpackUUID spells out the 16 bytes of a UUID into buf.
 func unpackUUID(buf *[36]byte, id []byte) []byte {
+	if len(id) != 16 {
+		return nil // a short read, reported by the reader
+	}
 	hex.Encode(buf[0:8], id[0:4])
 	hex.Encode(buf[9:13], id[4:6])
 	hex.Encode(buf[14:18], id[6:8])

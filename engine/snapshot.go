@@ -264,17 +264,14 @@ func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
 		}
 		p.Turns[t.ID] = t
 	}
-	r := slimReader{b: slims}
+	packed.at = make(map[uint64]uint64, s.Slim)
 	for range s.Slim {
-		rest := r.b
-		if r.next(); r.err != nil {
-			return nil, r.err
-		}
-		if !packed.add(rest[:len(rest)-len(r.b)]) { // a copy: the data is the file's
+		var ok bool
+		if slims, ok = packed.addFirst(slims); !ok { // a copy: the data is the file's
 			return nil, errSnapshotBinary
 		}
 	}
-	if len(r.b) != 0 {
+	if len(slims) != 0 {
 		return nil, errSnapshotBinary
 	}
 	p.Reindex() // after the finished Turns: they are in the tree of children
