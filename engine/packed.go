@@ -30,6 +30,12 @@ type packedTurns struct {
 	live   int                    // bytes of the Turns kept
 	dead   int                    // bytes of Turns packed again since (pack drops them)
 
+	// byKey finds a Turn by its dispatch key (kernel.DispatchKeyFinder): the
+	// hash of DispatchKeyOf(requester, key) → where the last one dispatched
+	// lies; keyClash, by DispatchKeyOf, those whose hash another key has.
+	byKey    map[uint64]uint64
+	keyClash map[string]uint64
+
 	names   [][]byte          // the shared strings, by number (packedform.go)
 	nameIdx map[string]uint32 // the number of each
 	strs    map[string]string // the strings of unpacked Turns, interned
@@ -51,7 +57,8 @@ func NewProject(id string) *kernel.Project {
 
 func newPackedTurns() *packedTurns {
 	seed := maphash.MakeSeed()
-	return &packedTurns{at: map[uint64]uint64{}, clash: map[string]uint64{}, nameIdx: map[string]uint32{}, strs: map[string]string{},
+	return &packedTurns{at: map[uint64]uint64{}, clash: map[string]uint64{}, byKey: map[uint64]uint64{}, keyClash: map[string]uint64{},
+		nameIdx: map[string]uint32{}, strs: map[string]string{},
 		hash: func(id []byte) uint64 { return maphash.Bytes(seed, id) }}
 }
 
@@ -134,6 +141,7 @@ func (s *packedTurns) addFirst(b []byte) ([]byte, bool) {
 	s.scratch = s.appendMem(s.scratch[:0], &f)
 	pos := s.append(s.scratch)
 	s.live += len(s.scratch)
+	s.indexKey(&f, pos)
 	id := f.s[fID]
 	if old, ok := s.find(id); ok {
 		_, n, _ := s.snapAt(nil, old)
@@ -157,6 +165,71 @@ func (s *packedTurns) addFirst(b []byte) ([]byte, bool) {
 	return rest, true
 }
 
+// keyHash is the hash of DispatchKeyOf(requester, key).
+func (s *packedTurns) keyHash(requester, key []byte) uint64 {
+	var buf [128]byte
+	return s.hash(append(append(append(buf[:0], requester...), 0), key...))
+}
+
+// indexKey makes the Turn f at pos the one its dispatch key finds, unless a
+// Turn dispatched later has the key.
+func (s *packedTurns) indexKey(f *slimFields, pos uint64) {
+	req, key := f.s[fRequesterAgent], f.s[fDispatchKey]
+	if len(key) == 0 {
+		return
+	}
+	if len(s.keyClash) > 0 {
+		k := kernel.DispatchKeyOf(string(req), string(key))
+		if old, ok := s.keyClash[k]; ok {
+			if s.orderAt(old) <= f.order {
+				s.keyClash[k] = pos
+			}
+			return
+		}
+	}
+	h := s.keyHash(req, key)
+	old, ok := s.byKey[h]
+	if !ok {
+		s.byKey[h] = pos
+		return
+	}
+	var g slimFields
+	if _, ok := s.readMem(&g, s.bytesAt(old), readAll); ok && bytes.Equal(g.s[fRequesterAgent], req) && bytes.Equal(g.s[fDispatchKey], key) {
+		if g.order <= f.order {
+			s.byKey[h] = pos
+		}
+		return
+	}
+	s.keyClash[kernel.DispatchKeyOf(string(req), string(key))] = pos
+}
+
+// orderAt is the dispatch's ledger_seq of the Turn at pos.
+func (s *packedTurns) orderAt(pos uint64) uint64 {
+	var f slimFields
+	s.readMem(&f, s.bytesAt(pos), readParents)
+	return f.order
+}
+
+// Dispatched returns the finished Turn the requester dispatched with the
+// dispatch key (kernel.DispatchKeyFinder).
+func (s *packedTurns) Dispatched(requester, dispatchKey string) (string, uint64, bool) {
+	var pos uint64
+	ok := false
+	if len(s.keyClash) > 0 {
+		pos, ok = s.keyClash[kernel.DispatchKeyOf(requester, dispatchKey)]
+	}
+	if !ok {
+		if pos, ok = s.byKey[s.keyHash([]byte(requester), []byte(dispatchKey))]; !ok {
+			return "", 0, false
+		}
+	}
+	var f slimFields
+	if _, ok := s.readMem(&f, s.bytesAt(pos), readAll); !ok || string(f.s[fRequesterAgent]) != requester || string(f.s[fDispatchKey]) != dispatchKey {
+		return "", 0, false // another key of the same hash
+	}
+	return string(f.s[fID]), f.order, true
+}
+
 // append copies b to the end of the last chunk, or of a new one, and
 // returns where it starts.
 func (s *packedTurns) append(b []byte) uint64 {
@@ -174,6 +247,7 @@ func (s *packedTurns) append(b []byte) uint64 {
 // those packed again since.
 func (s *packedTurns) pack() {
 	n := &packedTurns{at: make(map[uint64]uint64, len(s.at)), clash: map[string]uint64{}, hash: s.hash,
+		byKey: make(map[uint64]uint64, len(s.byKey)), keyClash: map[string]uint64{},
 		names: s.names, nameIdx: s.nameIdx, strs: s.strs}
 	var b []byte
 	for _, pos := range s.positions() {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -301,5 +302,105 @@ func TestPackedFormIsExact(t *testing.T) {
 				t.Errorf("id %q, hash %q: %d bytes in memory for %d in a snapshot: the id, hash or request id not kept shorter", id, hash, len(mem), len(b))
 			}
 		}
+	}
+}
+
+// TestDispatchKeysOfFinishedTurnsAsInTheFold: with the engine's packed
+// store the write model keeps only the dispatch keys of Turns not finished,
+// and finds every key as a write model keeping them all does: the last Turn
+// dispatched with a key, whichever of several finished first, whether it is
+// finished or not, also when keys share a hash (here all of them) and after
+// a snapshot (of this layout, and of layout 3 holding every key).
+func TestDispatchKeysOfFinishedTurnsAsInTheFold(t *testing.T) {
+	for name, hash := range map[string]func([]byte) uint64{
+		"own hash": nil,
+		"one hash": func([]byte) uint64 { return 7 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			at := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+			plain, packed := kernel.NewProject("p1"), NewProject("p1")
+			if hash != nil {
+				packed.Finished.(*packedTurns).hash = hash
+			}
+			seq := uint64(0)
+			fold := func(id string, data any) {
+				seq++
+				typ := map[string]string{"*kernel.TurnDispatched": kernel.EvTurnDispatched, "*kernel.TurnFinished": kernel.EvTurnFinished}[fmt.Sprintf("%T", data)]
+				r := kernel.Recorded{Seq: seq, Event: kernel.Event{Type: typ, V: 1, ProjectID: "p1", Aggregate: kernel.AggTurn, ID: id, At: at, Data: data}}
+				kernel.Evolve(plain, r)
+				kernel.Evolve(packed, r)
+			}
+			dispatch := func(id, requester, key string) {
+				fold(id, &kernel.TurnDispatched{TargetAgent: kernel.AgentRef{ProjectID: "p1", AgentID: "w"}, RequestedBy: kernel.AgentRef{ProjectID: "p1", AgentID: requester},
+					TurnKind: "k", DispatchKey: key, RootTurnID: id, Authority: kernel.Authority{Mode: kernel.AuthorityRoot, RequestID: "r"}})
+			}
+			finish := func(id string) { fold(id, &kernel.TurnFinished{Outcome: "dead"}) }
+			// One key per Turn, by two requesters, most finished.
+			for i := range 40 {
+				dispatch(fmt.Sprintf("t%02d", i), []string{"a", "b"}[i%2], fmt.Sprintf("k%d", i/2))
+				if i%5 != 4 {
+					finish(fmt.Sprintf("t%02d", i))
+				}
+			}
+			// A key used twice (a ledger the decisions never make): the
+			// later dispatch wins, finished first, last or not at all.
+			dispatch("d1", "a", "dup1")
+			dispatch("d2", "a", "dup1")
+			finish("d2")
+			finish("d1")
+			dispatch("e1", "a", "dup2")
+			dispatch("e2", "a", "dup2")
+			finish("e1")
+			dispatch("f1", "b", "dup3")
+			finish("f1")
+			dispatch("f2", "b", "dup3")
+
+			keys := map[[2]string]bool{{"a", "nope"}: true, {"c", "k1"}: true}
+			for k := range plain.DispatchKeys {
+				req, key, _ := strings.Cut(k, "\x00")
+				keys[[2]string{req, key}] = true
+			}
+			check := func(t *testing.T, q *kernel.Project) {
+				t.Helper()
+				for k := range keys {
+					id, ok := q.DispatchedAs(k[0], k[1])
+					want, wantOK := plain.DispatchKeys[kernel.DispatchKeyOf(k[0], k[1])]
+					if id != want || ok != wantOK {
+						t.Errorf("DispatchedAs(%q, %q) = %q, %v; want %q, %v", k[0], k[1], id, ok, want, wantOK)
+					}
+				}
+				if len(q.DispatchKeys) != len(q.Turns) {
+					t.Errorf("the write model keeps %d dispatch keys for %d Turns not finished: %v", len(q.DispatchKeys), len(q.Turns), q.DispatchKeys)
+				}
+			}
+			check(t, packed)
+
+			packed.Seq = seq
+			data, err := encodeSnapshot(packed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := decodeSnapshot("p1", data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, q)
+
+			// Layout 3: every key in dispatch_keys.
+			v3 := *packed
+			v3.DispatchKeys = plain.DispatchKeys
+			data, err = encodeSnapshot(&v3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, k := binary.Uvarint(data)
+			head := strings.Replace(string(data[k:k+int(n)]), `{"v":4,`, `{"v":3,`, 1)
+			old := append(binary.AppendUvarint(nil, uint64(len(head))), head...)
+			q, err = decodeSnapshot("p1", append(old, data[k+int(n):]...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, q)
+		})
 	}
 }

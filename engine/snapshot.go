@@ -42,7 +42,12 @@ type Snapshots interface {
 }
 
 // snapshotVersion is the layout of a snapshot this build writes and reads.
-const snapshotVersion = 3 // 3: with the memory of idempotency keys
+const snapshotVersion = 4 // 3: with the memory of idempotency keys; 4: dispatch_keys of the Turns not finished only
+
+// snapshotRead is the oldest layout this build still reads: a layout-3
+// snapshot differs only in holding the dispatch keys of finished Turns too,
+// which the packed Turns find by themselves (kernel.DispatchKeyFinder).
+const snapshotRead = 3
 
 // KeepSnapshots makes the engine load write models from snapshots in s and
 // save one whenever a load folded at least every events after the snapshot,
@@ -227,8 +232,8 @@ func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
 		return nil, err
 	}
 	slims := data[k+int(n):]
-	if s.V != snapshotVersion {
-		return nil, fmt.Errorf("snapshot layout %d, this build reads %d", s.V, snapshotVersion)
+	if s.V < snapshotRead || s.V > snapshotVersion {
+		return nil, fmt.Errorf("snapshot layout %d, this build reads %d to %d", s.V, snapshotRead, snapshotVersion)
 	}
 	p := NewProject(id)
 	p.Seq = s.Seq
@@ -273,6 +278,11 @@ func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
 	}
 	if len(slims) != 0 {
 		return nil, errSnapshotBinary
+	}
+	for k, id := range p.DispatchKeys {
+		if _, done := packed.find([]byte(id)); done && p.Turns[id] == nil {
+			delete(p.DispatchKeys, k) // a finished Turn's (layout 3): the packed Turns find it
+		}
 	}
 	p.Reindex() // after the finished Turns: they are in the tree of children
 	return p, nil
