@@ -109,7 +109,7 @@ func TestSnapshotCarriesEveryFieldOfALiveTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := decodeSnapshot("p1", data)
+	q, _, err := decodeSnapshot("p1", data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestSnapshotKeepsTheTreeThroughFinishedTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := decodeSnapshot("p1", data)
+	q, _, err := decodeSnapshot("p1", data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestPackedTurnsFindEachTurnWhateverItsHash(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			q, err := decodeSnapshot("p1", data)
+			q, _, err := decodeSnapshot("p1", data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -380,7 +380,7 @@ func TestDispatchKeysOfFinishedTurnsAsInTheFold(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			q, err := decodeSnapshot("p1", data)
+			q, _, err := decodeSnapshot("p1", data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -396,7 +396,7 @@ func TestDispatchKeysOfFinishedTurnsAsInTheFold(t *testing.T) {
 			n, k := binary.Uvarint(data)
 			head := strings.Replace(string(data[k:k+int(n)]), `{"v":4,`, `{"v":3,`, 1)
 			old := append(binary.AppendUvarint(nil, uint64(len(head))), head...)
-			q, err = decodeSnapshot("p1", append(old, data[k+int(n):]...))
+			q, _, err = decodeSnapshot("p1", append(old, data[k+int(n):]...))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -115,29 +115,35 @@ func (e *Engine) saveSnapshot(s *slot) error {
 }
 
 // fromSnapshot returns the project's write model from its snapshot, checked
-// against the ledger, or nil when there is no usable one.
-func (e *Engine) fromSnapshot(ctx context.Context, id string) (*kernel.Project, error) {
+// against the ledger, or nil when there is no usable one, and the ledger_seq
+// of the snapshot to keep: 0 for one of an older layout, so that the next
+// save replaces it.
+func (e *Engine) fromSnapshot(ctx context.Context, id string) (*kernel.Project, uint64, error) {
 	last, err := e.ledger.LastSeq(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", id, err)
+		return nil, 0, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", id, err)
 	}
 	var p *kernel.Project
+	var keep uint64
 	err = e.snaps.LoadSnapshot(id, func(seq uint64, data []byte) error {
 		if seq == 0 || seq > last {
 			return nil // none, or taken from another ledger
 		}
-		if q, err := decodeSnapshot(id, data); err == nil && q.Seq == seq {
+		if q, v, err := decodeSnapshot(id, data); err == nil && q.Seq == seq {
 			p = q
+			if v == snapshotVersion {
+				keep = seq
+			}
 		} // else unreadable: fold from the start
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// Decoding left garbage the size of the snapshot: give it back now
 	// rather than at the next cycles, so that the RSS stays near the heap.
 	debug.FreeOSMemory()
-	return p, nil
+	return p, keep, nil
 }
 
 type snapshot struct {
@@ -222,30 +228,31 @@ func encodeSnapshot(p *kernel.Project) ([]byte, error) {
 	return append(append(out, head...), slims...), nil
 }
 
-func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
+// decodeSnapshot decodes a snapshot and returns its layout.
+func decodeSnapshot(id string, data []byte) (*kernel.Project, int, error) {
 	n, k := binary.Uvarint(data)
 	if k <= 0 || n > uint64(len(data)-k) {
-		return nil, errSnapshotBinary
+		return nil, 0, errSnapshotBinary
 	}
 	var s snapshot
 	if err := json.Unmarshal(data[k:k+int(n)], &s); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	slims := data[k+int(n):]
 	if s.V < snapshotRead || s.V > snapshotVersion {
-		return nil, fmt.Errorf("snapshot layout %d, this build reads %d to %d", s.V, snapshotRead, snapshotVersion)
+		return nil, 0, fmt.Errorf("snapshot layout %d, this build reads %d to %d", s.V, snapshotRead, snapshotVersion)
 	}
 	p := NewProject(id)
 	p.Seq = s.Seq
 	for name, m := range map[string]bool{"agents": s.Agents != nil, "credentials": s.Credentials != nil,
 		"dispatch_keys": s.DispatchKeys != nil, "invites": s.Invites != nil, "invite_codes": s.InviteCodes != nil} {
 		if !m {
-			return nil, fmt.Errorf("snapshot without %s", name)
+			return nil, 0, fmt.Errorf("snapshot without %s", name)
 		}
 	}
 	p.Agents, p.Credentials, p.DispatchKeys, p.Invites, p.InviteCodes = s.Agents, s.Credentials, s.DispatchKeys, s.Invites, s.InviteCodes
 	if err := p.RestoreAnswers(s.Idem); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	packed := p.Finished.(*packedTurns)
 	for i := range s.Turns {
@@ -273,17 +280,23 @@ func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
 	for range s.Slim {
 		var ok bool
 		if slims, ok = packed.addFirst(slims); !ok { // a copy: the data is the file's
-			return nil, errSnapshotBinary
+			return nil, 0, errSnapshotBinary
 		}
 	}
 	if len(slims) != 0 {
-		return nil, errSnapshotBinary
+		return nil, 0, errSnapshotBinary
 	}
-	for k, id := range p.DispatchKeys {
-		if _, done := packed.find([]byte(id)); done && p.Turns[id] == nil {
-			delete(p.DispatchKeys, k) // a finished Turn's (layout 3): the packed Turns find it
+	if s.V < 4 {
+		// Layout 3 holds the keys of finished Turns too: the packed Turns
+		// find those. A new map, as a map does not shrink.
+		live := make(map[string]string, len(p.Turns))
+		for k, id := range p.DispatchKeys {
+			if _, done := packed.find([]byte(id)); !done || p.Turns[id] != nil {
+				live[k] = id
+			}
 		}
+		p.DispatchKeys = live
 	}
 	p.Reindex() // after the finished Turns: they are in the tree of children
-	return p, nil
+	return p, s.V, nil
 }
