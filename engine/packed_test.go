@@ -105,14 +105,7 @@ func TestSnapshotCarriesEveryFieldOfALiveTurn(t *testing.T) {
 	p := NewProject("p1")
 	p.Seq = 1
 	p.Turns[in.ID] = &in
-	data, err := encodeSnapshot(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, _, err := decodeSnapshot("p1", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, q := throughSnapshot(t, p)
 	if diff := cmp.Diff(&in, q.Turn(in.ID)); diff != "" {
 		t.Errorf("a live Turn through a snapshot differs (-want +got):\n%s", diff)
 	}
@@ -147,14 +140,7 @@ func TestSnapshotKeepsTheTreeThroughFinishedTurns(t *testing.T) {
 	fold("f", &kernel.TurnFinished{ClaimID: "clm", Outcome: "succeeded"})
 	fold("g", dispatch("g", "f", "r", 2))
 	p.Seq = seq
-	data, err := encodeSnapshot(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, _, err := decodeSnapshot("p1", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, q := throughSnapshot(t, p)
 	if _, packed := q.Finished.(*packedTurns); !packed || q.Finished.Len() != 1 {
 		t.Fatalf("the snapshot's finished Turns: %T of %d, want the packed f", q.Finished, q.Finished.Len())
 	}
@@ -238,14 +224,7 @@ func TestPackedTurnsFindEachTurnWhateverItsHash(t *testing.T) {
 			p := NewProject("p1")
 			p.Seq = 1
 			p.Finished = s
-			data, err := encodeSnapshot(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q, _, err := decodeSnapshot("p1", data)
-			if err != nil {
-				t.Fatal(err)
-			}
+			data, q := throughSnapshot(t, p)
 			again := map[string]*kernel.Turn{}
 			q.Finished.Each(func(tn *kernel.Turn) { again[tn.ID] = tn })
 			if diff := cmp.Diff(want, again); diff != "" {
@@ -376,20 +355,13 @@ func TestDispatchKeysOfFinishedTurnsAsInTheFold(t *testing.T) {
 			check(t, packed)
 
 			packed.Seq = seq
-			data, err := encodeSnapshot(packed)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q, _, err := decodeSnapshot("p1", data)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, q := throughSnapshot(t, packed)
 			check(t, q)
 
 			// Layout 3: every key in dispatch_keys.
 			v3 := *packed
 			v3.DispatchKeys = plain.DispatchKeys
-			data, err = encodeSnapshot(&v3)
+			data, err := encodeSnapshot(&v3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -403,4 +375,18 @@ func TestDispatchKeysOfFinishedTurnsAsInTheFold(t *testing.T) {
 			check(t, q)
 		})
 	}
+}
+
+// throughSnapshot encodes p as a snapshot and decodes it again.
+func throughSnapshot(t *testing.T, p *kernel.Project) ([]byte, *kernel.Project) {
+	t.Helper()
+	data, err := encodeSnapshot(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _, err := decodeSnapshot(p.ID, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, q
 }

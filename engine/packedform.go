@@ -169,6 +169,14 @@ func (r *memReader) bytes(n uint64) []byte {
 	return v
 }
 
+// id reads an id, as 16 bytes spelled out into buf when packed.
+func (r *memReader) id(packed bool, buf *[36]byte) []byte {
+	if packed {
+		return unpackUUID(buf, r.bytes(16))
+	}
+	return r.bytes(0)
+}
+
 // Which fields readMem reads.
 const (
 	readID      = iota // the id alone
@@ -182,20 +190,12 @@ func (s *packedTurns) readMem(f *slimFields, b []byte, upTo int) ([]byte, bool) 
 	r := memReader{slimReader: slimReader{b: b}, ok: true}
 	flags := r.uvarint()
 	f.flags = flags & 3
-	if flags&flagUUID != 0 {
-		f.s[fID] = unpackUUID(&f.idBuf, r.bytes(16))
-	} else {
-		f.s[fID] = r.bytes(0)
-	}
+	f.s[fID] = r.id(flags&flagUUID != 0, &f.idBuf)
 	if upTo == readID {
 		return r.b, r.ok && r.err == nil
 	}
 	f.order = r.uvarint()
-	if flags&flagUUIDParent != 0 {
-		f.s[fParent] = unpackUUID(&f.parentBuf, r.bytes(16))
-	} else {
-		f.s[fParent] = r.bytes(0)
-	}
+	f.s[fParent] = r.id(flags&flagUUIDParent != 0, &f.parentBuf)
 	if upTo == readParents {
 		return r.b, r.ok && r.err == nil
 	}
