@@ -174,6 +174,6 @@
 // ledger_seq; authview.go: the lock-free view authentication reads;
 // reaper.go: expired claims released on a timer; retention.go: archive,
 // purge and retirement on a timer (docs/retention.md); snapshot.go, snapbin.go:
-// snapshots of write models; packed.go: the packed store of finished Turns;
-// secrets.go: derived secrets.
+// snapshots of write models; packed.go, packedform.go: the packed store of
+// finished Turns and its memory form; secrets.go: derived secrets.
 package engine

@@ -96,12 +96,12 @@ func (e *Engine) Loading() int {
 func (e *Engine) fold(s *slot) error {
 	ctx := context.Background()
 	if e.snaps != nil && s.p.Seq == 0 {
-		p, err := e.fromSnapshot(ctx, s.id)
+		p, snapSeq, err := e.fromSnapshot(ctx, s.id)
 		if err != nil {
 			return err
 		}
 		if p != nil {
-			s.p, s.snapSeq = p, p.Seq
+			s.p, s.snapSeq = p, snapSeq
 		}
 	}
 	if err := e.catchUp(ctx, s.p); err != nil {

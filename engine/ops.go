@@ -43,7 +43,8 @@ func (e *Engine) Dispatch(ctx context.Context, project string, cmd kernel.Dispat
 			res = DispatchResult{TurnID: a.ID, Seq: a.Seq, Created: true}
 			return nil
 		}
-		res = DispatchResult{TurnID: p.DispatchKeys[kernel.DispatchKeyOf(cmd.RequestedBy.AgentID, cmd.DispatchKey)], Seq: seq}
+		turnID, _ := p.DispatchedAs(cmd.RequestedBy.AgentID, cmd.DispatchKey)
+		res = DispatchResult{TurnID: turnID, Seq: seq}
 		res.Created = res.TurnID == id
 		return nil
 	})

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,14 +105,7 @@ func TestSnapshotCarriesEveryFieldOfALiveTurn(t *testing.T) {
 	p := NewProject("p1")
 	p.Seq = 1
 	p.Turns[in.ID] = &in
-	data, err := encodeSnapshot(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := decodeSnapshot("p1", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, q := throughSnapshot(t, p)
 	if diff := cmp.Diff(&in, q.Turn(in.ID)); diff != "" {
 		t.Errorf("a live Turn through a snapshot differs (-want +got):\n%s", diff)
 	}
@@ -145,14 +140,7 @@ func TestSnapshotKeepsTheTreeThroughFinishedTurns(t *testing.T) {
 	fold("f", &kernel.TurnFinished{ClaimID: "clm", Outcome: "succeeded"})
 	fold("g", dispatch("g", "f", "r", 2))
 	p.Seq = seq
-	data, err := encodeSnapshot(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := decodeSnapshot("p1", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, q := throughSnapshot(t, p)
 	if _, packed := q.Finished.(*packedTurns); !packed || q.Finished.Len() != 1 {
 		t.Fatalf("the snapshot's finished Turns: %T of %d, want the packed f", q.Finished, q.Finished.Len())
 	}
@@ -167,4 +155,238 @@ func TestSnapshotKeepsTheTreeThroughFinishedTurns(t *testing.T) {
 	if diff := cmp.Diff([]string{"r", "g"}, ids); diff != "" {
 		t.Errorf("a cascade from r after a snapshot stops (-want +got):\n%s", diff)
 	}
+}
+
+// finishedTurn is a finished root Turn with the id, as the bench makes them.
+func finishedTurn(id string, order uint64, outcome string) *kernel.Turn {
+	w := kernel.AgentRef{ProjectID: "p1", AgentID: "w"}
+	return &kernel.Turn{ID: id, Order: order, State: kernel.StateFinished, Outcome: outcome, Attempts: 1, TurnSeq: 4, Seq: order + 3,
+		Dispatch: kernel.TurnDispatched{TargetAgent: w, RequestedBy: w, TurnKind: "k", DispatchKey: "key-" + id, BodyHash: "h-" + id,
+			RootTurnID: id, Authority: kernel.Authority{Mode: kernel.AuthorityRoot, RequestID: "req-" + id}}}
+}
+
+// TestPackedTurnsFindEachTurnWhateverItsHash: the store finds every Turn
+// by its id, lists each once and keeps a Turn packed again in place of the
+// earlier one, also when ids share a hash (here all of them) and after it
+// copied the Turns kept into new chunks to drop the replaced ones.
+func TestPackedTurnsFindEachTurnWhateverItsHash(t *testing.T) {
+	for name, hash := range map[string]func([]byte) uint64{
+		"own hash": nil,
+		"one hash": func([]byte) uint64 { return 7 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newPackedTurns()
+			if hash != nil {
+				s.hash = hash
+			}
+			const n = 300
+			want := map[string]*kernel.Turn{}
+			for i := range n {
+				tn := finishedTurn(fmt.Sprintf("t%03d", i), uint64(i+1), "succeeded")
+				s.Put(tn)
+				want[tn.ID] = tn
+			}
+			// Packed again and again: the store drops the replaced bytes
+			// on the way (once they outweigh the Turns kept).
+			for round := range 100 {
+				for i := range n / 3 {
+					tn := finishedTurn(fmt.Sprintf("t%03d", i), uint64(i+1), fmt.Sprintf("stopped-%d-%s", round, strings.Repeat("x", 200)))
+					s.Put(tn)
+					want[tn.ID] = tn
+				}
+			}
+			if s.Len() != n {
+				t.Errorf("Len() = %d, want %d", s.Len(), n)
+			}
+			if s.dead > s.live+chunkSize {
+				t.Errorf("replaced bytes %d beside %d kept: the store never dropped them", s.dead, s.live)
+			}
+			got := map[string]*kernel.Turn{}
+			s.Each(func(tn *kernel.Turn) {
+				if got[tn.ID] != nil {
+					t.Errorf("Each gave %s twice", tn.ID)
+				}
+				got[tn.ID] = tn
+			})
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Each (-want +got):\n%s", diff)
+			}
+			for id, tn := range want {
+				if diff := cmp.Diff(tn, s.Get(id)); diff != "" {
+					t.Errorf("Get(%s) (-want +got):\n%s", id, diff)
+				}
+			}
+			if tn := s.Get("t999"); tn != nil {
+				t.Errorf("Get of an id never put = %+v, want nil", tn)
+			}
+
+			// Through a snapshot: the same Turns, the same bytes again.
+			p := NewProject("p1")
+			p.Seq = 1
+			p.Finished = s
+			data, q := throughSnapshot(t, p)
+			again := map[string]*kernel.Turn{}
+			q.Finished.Each(func(tn *kernel.Turn) { again[tn.ID] = tn })
+			if diff := cmp.Diff(want, again); diff != "" {
+				t.Errorf("through a snapshot (-want +got):\n%s", diff)
+			}
+			if data2, err := encodeSnapshot(q); err != nil || string(data2) != string(data) {
+				t.Errorf("the snapshot of the decoded write model differs from the one it was decoded from (%v)", err)
+			}
+		})
+	}
+}
+
+// TestPackedFormIsExact: a finished Turn packed in memory gives back the
+// bytes of the snapshot's form it was made from, whatever its strings look
+// like: ids and hashes in their usual spelling (kept shorter) or not
+// (uppercase, too short, dashes elsewhere), a request id equal to the
+// dispatch key or not, empty strings, names shared by many Turns.
+func TestPackedFormIsExact(t *testing.T) {
+	ids := []string{"0190a6a4-5b6c-7d8e-9f01-23456789abcd", "0190A6A4-5B6C-7D8E-9F01-23456789ABCD", "0190a6a4-5b6c-7d8e-9f01-23456789abc",
+		"0190a6a45-b6c-7d8e-9f01-23456789abcd", "0190a6a4-5b6c-7d8e-9f01-23456789abcg", "turn-1", ""}
+	hashes := []string{strings.Repeat("0f", 32), strings.Repeat("0F", 32), strings.Repeat("ab", 31), "", "not hex at all"}
+	s := newPackedTurns()
+	for i, id := range ids {
+		for j, hash := range hashes {
+			tn := finishedTurn(id, uint64(i*10+j), []string{"succeeded", "failed", ""}[(i+j)%3])
+			tn.Dispatch.BodyHash = hash
+			if j%2 == 0 {
+				tn.Dispatch.Authority.RequestID = tn.Dispatch.DispatchKey
+			}
+			if i%3 == 0 {
+				tn.Dispatch.RootTurnID = "" // not its own root: written out
+				tn.Dispatch.Authority.ParentTurnID, tn.Dispatch.Authority.ParentClaim = ids[j%len(ids)], "clm"
+			}
+			tn.Dispatch.TargetAgent.AgentID = fmt.Sprintf("w%d", j)
+			tn.StopRequested = j == 1
+			tn.Dispatch.Depth = i
+			c := *tn
+			s.slim(&c)
+			b := appendSlim(nil, &c)
+			var f slimFields
+			if rest, ok := f.readSnap(b); !ok || len(rest) != 0 {
+				t.Fatalf("readSnap of %s/%s: ok %v, %d bytes left", id, hash, ok, len(rest))
+			}
+			mem := s.appendMem(nil, &f)
+			var g slimFields
+			rest, ok := s.readMem(&g, mem, readAll)
+			if !ok || len(rest) != 0 {
+				t.Fatalf("readMem of %s/%s: ok %v, %d bytes left", id, hash, ok, len(rest))
+			}
+			if got := g.appendSnap(nil); string(got) != string(b) {
+				t.Errorf("id %q, hash %q: through the memory form %x, want %x", id, hash, got, b)
+			}
+			if id == ids[0] && hash == hashes[0] && j%2 == 0 && len(mem) > len(b)-20-32-len(tn.Dispatch.DispatchKey) {
+				t.Errorf("id %q, hash %q: %d bytes in memory for %d in a snapshot: the id, hash or request id not kept shorter", id, hash, len(mem), len(b))
+			}
+		}
+	}
+}
+
+// TestDispatchKeysOfFinishedTurnsAsInTheFold: with the engine's packed
+// store the write model keeps only the dispatch keys of Turns not finished,
+// and finds every key as a write model keeping them all does: the last Turn
+// dispatched with a key, whichever of several finished first, whether it is
+// finished or not, also when keys share a hash (here all of them) and after
+// a snapshot (of this layout, and of layout 3 holding every key).
+func TestDispatchKeysOfFinishedTurnsAsInTheFold(t *testing.T) {
+	for name, hash := range map[string]func([]byte) uint64{
+		"own hash": nil,
+		"one hash": func([]byte) uint64 { return 7 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			at := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+			plain, packed := kernel.NewProject("p1"), NewProject("p1")
+			if hash != nil {
+				packed.Finished.(*packedTurns).hash = hash
+			}
+			seq := uint64(0)
+			fold := func(id string, data any) {
+				seq++
+				typ := map[string]string{"*kernel.TurnDispatched": kernel.EvTurnDispatched, "*kernel.TurnFinished": kernel.EvTurnFinished}[fmt.Sprintf("%T", data)]
+				r := kernel.Recorded{Seq: seq, Event: kernel.Event{Type: typ, V: 1, ProjectID: "p1", Aggregate: kernel.AggTurn, ID: id, At: at, Data: data}}
+				kernel.Evolve(plain, r)
+				kernel.Evolve(packed, r)
+			}
+			dispatch := func(id, requester, key string) {
+				fold(id, &kernel.TurnDispatched{TargetAgent: kernel.AgentRef{ProjectID: "p1", AgentID: "w"}, RequestedBy: kernel.AgentRef{ProjectID: "p1", AgentID: requester},
+					TurnKind: "k", DispatchKey: key, RootTurnID: id, Authority: kernel.Authority{Mode: kernel.AuthorityRoot, RequestID: "r"}})
+			}
+			finish := func(id string) { fold(id, &kernel.TurnFinished{Outcome: "dead"}) }
+			// One key per Turn, by two requesters, most finished.
+			for i := range 40 {
+				dispatch(fmt.Sprintf("t%02d", i), []string{"a", "b"}[i%2], fmt.Sprintf("k%d", i/2))
+				if i%5 != 4 {
+					finish(fmt.Sprintf("t%02d", i))
+				}
+			}
+			// A key used twice (a ledger the decisions never make): the
+			// later dispatch wins, finished first, last or not at all.
+			dispatch("d1", "a", "dup1")
+			dispatch("d2", "a", "dup1")
+			finish("d2")
+			finish("d1")
+			dispatch("e1", "a", "dup2")
+			dispatch("e2", "a", "dup2")
+			finish("e1")
+			dispatch("f1", "b", "dup3")
+			finish("f1")
+			dispatch("f2", "b", "dup3")
+
+			keys := map[[2]string]bool{{"a", "nope"}: true, {"c", "k1"}: true}
+			for k := range plain.DispatchKeys {
+				req, key, _ := strings.Cut(k, "\x00")
+				keys[[2]string{req, key}] = true
+			}
+			check := func(t *testing.T, q *kernel.Project) {
+				t.Helper()
+				for k := range keys {
+					id, ok := q.DispatchedAs(k[0], k[1])
+					want, wantOK := plain.DispatchKeys[kernel.DispatchKeyOf(k[0], k[1])]
+					if id != want || ok != wantOK {
+						t.Errorf("DispatchedAs(%q, %q) = %q, %v; want %q, %v", k[0], k[1], id, ok, want, wantOK)
+					}
+				}
+				if len(q.DispatchKeys) != len(q.Turns) {
+					t.Errorf("the write model keeps %d dispatch keys for %d Turns not finished: %v", len(q.DispatchKeys), len(q.Turns), q.DispatchKeys)
+				}
+			}
+			check(t, packed)
+
+			packed.Seq = seq
+			_, q := throughSnapshot(t, packed)
+			check(t, q)
+
+			// Layout 3: every key in dispatch_keys.
+			v3 := *packed
+			v3.DispatchKeys = plain.DispatchKeys
+			data, err := encodeSnapshot(&v3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, k := binary.Uvarint(data)
+			head := strings.Replace(string(data[k:k+int(n)]), `{"v":4,`, `{"v":3,`, 1)
+			old := append(binary.AppendUvarint(nil, uint64(len(head))), head...)
+			q, _, err = decodeSnapshot("p1", append(old, data[k+int(n):]...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, q)
+		})
+	}
+}
+
+// throughSnapshot encodes p as a snapshot and decodes it again.
+func throughSnapshot(t *testing.T, p *kernel.Project) ([]byte, *kernel.Project) {
+	t.Helper()
+	data, err := encodeSnapshot(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _, err := decodeSnapshot(p.ID, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, q
 }

@@ -46,6 +46,11 @@ type slimReader struct {
 }
 
 func (r *slimReader) uvarint() uint64 {
+	if len(r.b) > 0 && r.b[0] < 0x80 { // most are one byte
+		v := uint64(r.b[0])
+		r.b = r.b[1:]
+		return v
+	}
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
 		r.err, r.b = errSnapshotBinary, nil
@@ -77,47 +82,6 @@ func (r *slimReader) str() string {
 		return v
 	}
 	return string(raw)
-}
-
-// next reads past one packed Turn without unpacking it and returns its id
-// (the reader's bytes).
-func (r *slimReader) next() (id []byte) {
-	r.uvarint() // flags
-	for i := range 14 {
-		n := r.uvarint()
-		if n > uint64(len(r.b)) {
-			r.err, r.b = errSnapshotBinary, nil
-			return nil
-		}
-		if i == 0 {
-			id = r.b[:n]
-		}
-		r.b = r.b[n:]
-	}
-	r.uvarint()
-	r.varint()
-	r.varint()
-	r.uvarint()
-	r.uvarint()
-	return id
-}
-
-// parent reads one packed Turn's parent Turn id and its dispatch's
-// ledger_seq, and nothing else.
-func (r *slimReader) parent() (parent string, order uint64) {
-	r.uvarint() // flags
-	for i := range 14 {
-		n := r.uvarint()
-		if n > uint64(len(r.b)) {
-			r.err, r.b = errSnapshotBinary, nil
-			return "", 0
-		}
-		if i == 10 { // Authority.ParentTurnID, as appendSlim writes it
-			parent = string(r.b[:n])
-		}
-		r.b = r.b[n:]
-	}
-	return parent, r.uvarint()
 }
 
 func (r *slimReader) turn() *kernel.Turn {

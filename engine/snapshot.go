@@ -3,7 +3,6 @@ package engine
 import (
 	"github.com/turnledger/turnledger/kernel"
 
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -43,7 +42,12 @@ type Snapshots interface {
 }
 
 // snapshotVersion is the layout of a snapshot this build writes and reads.
-const snapshotVersion = 3 // 3: with the memory of idempotency keys
+const snapshotVersion = 4 // 3: with the memory of idempotency keys; 4: dispatch_keys of the Turns not finished only
+
+// snapshotRead is the oldest layout this build still reads: a layout-3
+// snapshot differs only in holding the dispatch keys of finished Turns too,
+// which the packed Turns find by themselves (kernel.DispatchKeyFinder).
+const snapshotRead = 3
 
 // KeepSnapshots makes the engine load write models from snapshots in s and
 // save one whenever a load folded at least every events after the snapshot,
@@ -111,29 +115,35 @@ func (e *Engine) saveSnapshot(s *slot) error {
 }
 
 // fromSnapshot returns the project's write model from its snapshot, checked
-// against the ledger, or nil when there is no usable one.
-func (e *Engine) fromSnapshot(ctx context.Context, id string) (*kernel.Project, error) {
+// against the ledger, or nil when there is no usable one, and the ledger_seq
+// of the snapshot to keep: 0 for one of an older layout, so that the next
+// save replaces it.
+func (e *Engine) fromSnapshot(ctx context.Context, id string) (*kernel.Project, uint64, error) {
 	last, err := e.ledger.LastSeq(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", id, err)
+		return nil, 0, fmt.Errorf("kernel: read last ledger_seq of project %s: %w", id, err)
 	}
 	var p *kernel.Project
+	var keep uint64
 	err = e.snaps.LoadSnapshot(id, func(seq uint64, data []byte) error {
 		if seq == 0 || seq > last {
 			return nil // none, or taken from another ledger
 		}
-		if q, err := decodeSnapshot(id, data); err == nil && q.Seq == seq {
+		if q, v, err := decodeSnapshot(id, data); err == nil && q.Seq == seq {
 			p = q
+			if v == snapshotVersion {
+				keep = seq
+			}
 		} // else unreadable: fold from the start
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// Decoding left garbage the size of the snapshot: give it back now
 	// rather than at the next cycles, so that the RSS stays near the heap.
 	debug.FreeOSMemory()
-	return p, nil
+	return p, keep, nil
 }
 
 type snapshot struct {
@@ -198,11 +208,8 @@ func encodeSnapshot(p *kernel.Project) ([]byte, error) {
 			p.Finished.Each(packed.Put)
 		}
 	}
-	var slims []byte
-	for _, id := range slices.Sorted(maps.Keys(packed.done)) {
-		s.Slim++
-		slims = append(slims, packed.done[id]...)
-	}
+	slims, n := packed.sorted(nil)
+	s.Slim = n
 	for _, id := range slices.Sorted(maps.Keys(p.Turns)) {
 		t := p.Turns[id]
 		s.Turns = append(s.Turns, snapTurn{ID: t.ID, Order: t.Order, Dispatch: t.Dispatch, State: t.State, Outcome: t.Outcome,
@@ -221,30 +228,31 @@ func encodeSnapshot(p *kernel.Project) ([]byte, error) {
 	return append(append(out, head...), slims...), nil
 }
 
-func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
+// decodeSnapshot decodes a snapshot and returns its layout.
+func decodeSnapshot(id string, data []byte) (*kernel.Project, int, error) {
 	n, k := binary.Uvarint(data)
 	if k <= 0 || n > uint64(len(data)-k) {
-		return nil, errSnapshotBinary
+		return nil, 0, errSnapshotBinary
 	}
 	var s snapshot
 	if err := json.Unmarshal(data[k:k+int(n)], &s); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	slims := data[k+int(n):]
-	if s.V != snapshotVersion {
-		return nil, fmt.Errorf("snapshot layout %d, this build reads %d", s.V, snapshotVersion)
+	if s.V < snapshotRead || s.V > snapshotVersion {
+		return nil, 0, fmt.Errorf("snapshot layout %d, this build reads %d to %d", s.V, snapshotRead, snapshotVersion)
 	}
 	p := NewProject(id)
 	p.Seq = s.Seq
 	for name, m := range map[string]bool{"agents": s.Agents != nil, "credentials": s.Credentials != nil,
 		"dispatch_keys": s.DispatchKeys != nil, "invites": s.Invites != nil, "invite_codes": s.InviteCodes != nil} {
 		if !m {
-			return nil, fmt.Errorf("snapshot without %s", name)
+			return nil, 0, fmt.Errorf("snapshot without %s", name)
 		}
 	}
 	p.Agents, p.Credentials, p.DispatchKeys, p.Invites, p.InviteCodes = s.Agents, s.Credentials, s.DispatchKeys, s.Invites, s.InviteCodes
 	if err := p.RestoreAnswers(s.Idem); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	packed := p.Finished.(*packedTurns)
 	for i := range s.Turns {
@@ -268,18 +276,27 @@ func decodeSnapshot(id string, data []byte) (*kernel.Project, error) {
 		}
 		p.Turns[t.ID] = t
 	}
-	r := slimReader{b: slims}
+	packed.at = make(map[uint64]uint64, s.Slim)
 	for range s.Slim {
-		rest := r.b
-		id := r.next()
-		if r.err != nil {
-			return nil, r.err
+		var ok bool
+		if slims, ok = packed.addFirst(slims); !ok { // a copy: the data is the file's
+			return nil, 0, errSnapshotBinary
 		}
-		packed.done[string(id)] = bytes.Clone(rest[:len(rest)-len(r.b)]) // the data is the file's: copy
 	}
-	if len(r.b) != 0 {
-		return nil, errSnapshotBinary
+	if len(slims) != 0 {
+		return nil, 0, errSnapshotBinary
+	}
+	if s.V < 4 {
+		// Layout 3 holds the keys of finished Turns too: the packed Turns
+		// find those. A new map, as a map does not shrink.
+		live := make(map[string]string, len(p.Turns))
+		for k, id := range p.DispatchKeys {
+			if _, done := packed.find([]byte(id)); !done || p.Turns[id] != nil {
+				live[k] = id
+			}
+		}
+		p.DispatchKeys = live
 	}
 	p.Reindex() // after the finished Turns: they are in the tree of children
-	return p, nil
+	return p, s.V, nil
 }

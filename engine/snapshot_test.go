@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -316,5 +317,67 @@ func TestSnapshotRemembersIdempotencyKeys(t *testing.T) {
 	other := kernel.Heartbeat{Common: keyed("k", `{"x":1}`), AgentID: "worker"}
 	if _, err := b.Execute(t.Context(), "p1", other); kernel.ErrorKind(err) != kernel.Validation {
 		t.Errorf("same key, other body after the load = %v, want a ValidationError", err)
+	}
+}
+
+// TestSnapshotOfLayout3IsReadAndReplaced: a snapshot of layout 3 (every
+// dispatch key in its JSON part, finished Turns' too) still loads, a
+// repeated dispatch of a finished Turn's key finds that Turn, and the load
+// replaces it by one of this build's layout, holding the keys of the Turns
+// not finished only.
+func TestSnapshotOfLayout3IsReadAndReplaced(t *testing.T) {
+	f := newSnapFixture(t)
+	a, _ := f.engine(t, true)
+	register(t, a, "req", 1)
+	register(t, a, "worker", 100)
+	work(t, a, "w", 8) // w-0 and w-4 finished, w-3 and w-7 queued
+	if err := a.SaveSnapshots(); err != nil {
+		t.Fatal(err)
+	}
+	all := map[string]string{}
+	var live int
+	a.View(t.Context(), "p1", func(p *kernel.Project) error {
+		for _, id := range p.TurnIDs() {
+			tn := p.Turn(id)
+			all[kernel.DispatchKeyOf(tn.Dispatch.RequestedBy.AgentID, tn.Dispatch.DispatchKey)] = id
+		}
+		live = len(p.Turns)
+		return nil
+	})
+	head := func() (uint64, map[string]json.RawMessage, []byte) {
+		var seq uint64
+		var h map[string]json.RawMessage
+		var bin []byte
+		err := f.store.LoadSnapshot("p1", func(s uint64, data []byte) error {
+			n, k := binary.Uvarint(data)
+			seq, bin = s, append([]byte(nil), data[k+int(n):]...)
+			return json.Unmarshal(data[k:k+int(n)], &h)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq, h, bin
+	}
+	seq, h, bin := head()
+	h["v"], _ = json.Marshal(3)
+	h["dispatch_keys"], _ = json.Marshal(all)
+	js, _ := json.Marshal(h)
+	if err := f.store.SaveSnapshot("p1", seq, append(append(binary.AppendUvarint(nil, uint64(len(js))), js...), bin...)); err != nil {
+		t.Fatal(err)
+	}
+
+	b, reads := f.engine(t, true)
+	res, err := dispatch(b, "w-0")
+	if err != nil || res.Created || res.TurnID != all[kernel.DispatchKeyOf("req", "w-0")] {
+		t.Fatalf("dispatch of a finished Turn's key = %+v, %v; want its Turn %s, not created", res, err, all[kernel.DispatchKeyOf("req", "w-0")])
+	}
+	if got := reads.read.Load(); got != 0 {
+		t.Errorf("the load read %d events: the snapshot of layout 3 was not used", got)
+	}
+	_, h, _ = head()
+	var keys map[string]string
+	json.Unmarshal(h["dispatch_keys"], &keys)
+	if string(h["v"]) != "4" || len(keys) != live {
+		t.Errorf("the snapshot after the load: layout %s with %d dispatch keys; want layout 4 with the %d of the Turns not finished", h["v"], len(keys), live)
 	}
 }

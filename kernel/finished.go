@@ -71,7 +71,8 @@ func (p *Project) TurnIDs() []string {
 }
 
 // keep stores t where it belongs: in the store of finished Turns once it is
-// finished, else in Turns.
+// finished, else in Turns. A store that finds finished Turns by their
+// dispatch keys takes t's key out of DispatchKeys.
 func (p *Project) keep(t *Turn) {
 	if t.State == StateFinished {
 		delete(p.Turns, t.ID)
@@ -79,7 +80,38 @@ func (p *Project) keep(t *Turn) {
 			p.Finished = finishedMap{}
 		}
 		p.Finished.Put(t)
+		if _, finds := p.Finished.(DispatchKeyFinder); finds && t.Dispatch.DispatchKey != "" {
+			k := DispatchKeyOf(t.Dispatch.RequestedBy.AgentID, t.Dispatch.DispatchKey)
+			if p.DispatchKeys[k] == t.ID {
+				delete(p.DispatchKeys, k)
+			}
+		}
 		return
 	}
 	p.Turns[t.ID] = t
+}
+
+// DispatchKeyFinder is a store of finished Turns that also finds them by
+// their dispatch keys, so that the project keeps in DispatchKeys only the
+// keys of the Turns not finished (a key and a Turn id for each of a long
+// ledger's finished Turns would be as large as the Turns packed).
+type DispatchKeyFinder interface {
+	// Dispatched returns the id and the dispatch's ledger_seq (Turn.Order)
+	// of the finished Turn the requester dispatched with the dispatch key,
+	// the last one dispatched when there are several.
+	Dispatched(requester, dispatchKey string) (id string, order uint64, ok bool)
+}
+
+// DispatchedAs returns the Turn the requester dispatched with the dispatch
+// key (the last one dispatched, should there be several), finished or not.
+func (p *Project) DispatchedAs(requester, dispatchKey string) (string, bool) {
+	id, ok := p.DispatchKeys[DispatchKeyOf(requester, dispatchKey)]
+	if f, finds := p.Finished.(DispatchKeyFinder); finds {
+		if done, order, found := f.Dispatched(requester, dispatchKey); found {
+			if t := p.Turns[id]; !ok || t == nil || order > t.Order {
+				return done, true
+			}
+		}
+	}
+	return id, ok
 }

@@ -16,7 +16,7 @@ type Project struct {
 	Credentials  map[string]*Credential // by credential id
 	Turns        map[string]*Turn       // the Turns not finished; Turn finds any (finished.go)
 	Finished     FinishedTurns          // the finished Turns; nil keeps them in a map (finished.go)
-	DispatchKeys map[string]string      // DispatchKeyOf(requester, dispatch_key) → turn id
+	DispatchKeys map[string]string      // DispatchKeyOf(requester, dispatch_key) → turn id; DispatchedAs finds any (finished.go)
 	Invites      map[string]*Invite
 	InviteCodes  map[string]string      // code hash → invite id
 	queues       map[string]*agentQueue // the queued Turns of each agent (queue.go)

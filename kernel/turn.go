@@ -718,7 +718,7 @@ func (cmd Dispatch) decide(d decider) (*Event, error) {
 			return nil, err
 		}
 	}
-	if id, ok := d.p.DispatchKeys[DispatchKeyOf(cmd.RequestedBy.AgentID, cmd.DispatchKey)]; ok {
+	if id, ok := d.p.DispatchedAs(cmd.RequestedBy.AgentID, cmd.DispatchKey); ok {
 		if d.p.Turn(id).Dispatch.BodyHash == cmd.BodyHash {
 			return nil, nil // the same dispatch again: the same Turn
 		}
@@ -1370,7 +1370,7 @@ func CanRetry(p *Project, turnID string) bool {
 	if t == nil || t.State != StateFinished || !Retryable(t.Outcome) {
 		return false
 	}
-	if _, done := p.DispatchKeys[DispatchKeyOf(t.Dispatch.RequestedBy.AgentID, RetryKey(t.ID))]; done {
+	if _, done := p.DispatchedAs(t.Dispatch.RequestedBy.AgentID, RetryKey(t.ID)); done {
 		return false
 	}
 	a := p.Agents[t.Dispatch.TargetAgent.AgentID]
@@ -1386,7 +1386,7 @@ func (d decider) retry(t *Turn, newTurnID string, o *TurnDispatched, originalAt 
 		return nil, Errorf(Conflict, "turn %s finished with outcome %s: only outcomes failed, dead, expired, timed_out and stopped can be retried", t.ID, t.Outcome)
 	}
 	key := RetryKey(t.ID)
-	if id, ok := d.p.DispatchKeys[DispatchKeyOf(t.Dispatch.RequestedBy.AgentID, key)]; ok {
+	if id, ok := d.p.DispatchedAs(t.Dispatch.RequestedBy.AgentID, key); ok {
 		return nil, Errorf(Conflict, "turn %s was already retried as turn %s; retry that one", t.ID, id)
 	}
 	if o == nil {

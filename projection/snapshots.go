@@ -19,14 +19,19 @@ var (
 )
 
 // LoadSnapshot calls fn with the project's snapshot and its ledger_seq (0
-// and nil when there is none). data is the file's own bytes, valid only
-// while fn runs: a snapshot is decoded without a copy of it.
+// and nil when there is none). data is valid only while fn runs: a large
+// snapshot is read from the file into memory that is garbage after it
+// (snapread.go), a small one is the file's mapped bytes.
 func (s *Store) LoadSnapshot(project string, fn func(seq uint64, data []byte) error) error {
 	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bktSnapshots)
 		seq, data := b.Get(key(project, snapSeqPart)), b.Get(key(project, snapDataPart))
 		if len(seq) != 8 || data == nil {
 			return fn(0, nil)
+		}
+		data, err := fileBytes(tx, data)
+		if err != nil {
+			return err
 		}
 		return fn(getU64(seq), data)
 	})
