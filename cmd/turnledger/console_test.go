@@ -927,6 +927,9 @@ func TestConsolePeople(t *testing.T) {
 		chromedp.Navigate(base+"/console/#/p/demo/turns/"+s.root),
 		consoleSettled(),
 		chromedp.WaitVisible(css(`#turn-feed li[data-type="turn.claimed"]`)),
+		// The feed's item has the snapshot read again; once it shows the
+		// claim, the buttons stay where they are for the click.
+		chromedp.WaitVisible(css(`#turn-claim`)),
 		chromedp.Click(css(`#stop-tree`)),
 		chromedp.WaitVisible(css(`#confirm-ok`)),
 		chromedp.Click(css(`#confirm-ok`)),
