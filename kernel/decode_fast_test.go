@@ -1,8 +1,6 @@
 package kernel
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,33 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 )
-
-// unmarshalEventStd is UnmarshalEvent by encoding/json alone, as it was
-// before the fast path.
-func unmarshalEventStd(b []byte) (Event, error) {
-	var raw struct {
-		Event
-		Data json.RawMessage `json:"data"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
-		return Event{}, err
-	}
-	e := raw.Event
-	t, ok := codec[codecKey{e.Type, e.V}]
-	if !ok {
-		return Event{}, os.ErrInvalid
-	}
-	data := t.newData()
-	dd := json.NewDecoder(bytes.NewReader(raw.Data))
-	dd.UseNumber()
-	if err := dd.Decode(data); err != nil {
-		return Event{}, err
-	}
-	e.Data = data
-	return e, nil
-}
 
 // checkFastDecode fails t when the fast path takes b and decodes it other
 // than encoding/json does.

@@ -109,6 +109,13 @@ func UnmarshalEvent(b []byte) (Event, error) {
 	if e, ok := unmarshalEventFast(b); ok {
 		return e, nil
 	}
+	return unmarshalEventStd(b)
+}
+
+// unmarshalEventStd is UnmarshalEvent by encoding/json alone: what decodes
+// an event the fast path does not take, and what the fast path is checked
+// against.
+func unmarshalEventStd(b []byte) (Event, error) {
 	var raw struct {
 		Event
 		Data json.RawMessage `json:"data"`
