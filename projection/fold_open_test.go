@@ -177,18 +177,10 @@ func TestCaughtUpCommitsWhenSomeoneWaits(t *testing.T) {
 // folded: the projector's next call says so, and it follows again from the
 // checkpoint, so that those events are folded again rather than skipped.
 func TestFailedCommitForAReadStartsTheProjectorOver(t *testing.T) {
-	l := newEvents()
-	l.register("w", "worker", 1)
-	l.register("r", "lead", 1)
-	l.dispatch("t1", "w", "r", "code")
 	cfg := testConfig()
 	cfg.CommitInterval = time.Second
 	s, _ := openWith(t, cfg)
-	mustFold(t, s, l.recs[:2]...)
-	if err := s.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	mustFold(t, s, l.recs[2])
+	l := dispatchLeftOpen(t, s)
 	if err := s.CaughtUp(); err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +195,32 @@ func TestFailedCommitForAReadStartsTheProjectorOver(t *testing.T) {
 	if err := s.Fold([]kernel.Recorded{c}); !errors.Is(err, errAborted) {
 		t.Fatalf("the projector's next Fold after the read's failed commit = %v, want errAborted", err)
 	}
+	foldedAgainAsApplied(t, s, l)
+}
+
+// dispatchLeftOpen folds two registrations into s and commits them, then
+// folds a dispatch into a transaction left open: what a failure in the
+// tests below takes back. It returns the events.
+func dispatchLeftOpen(t *testing.T, s *Store) *events {
+	t.Helper()
+	l := newEvents()
+	l.register("w", "worker", 1)
+	l.register("r", "lead", 1)
+	l.dispatch("t1", "w", "r", "code")
+	mustFold(t, s, l.recs[:2]...)
+	if err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	mustFold(t, s, l.recs[2])
+	return l
+}
+
+// foldedAgainAsApplied checks that s is back at the registrations' commit
+// after a failure took the dispatchLeftOpen's transaction back, and that
+// the events it folds again from there leave the file one Apply of every
+// event makes.
+func foldedAgainAsApplied(t *testing.T, s *Store, l *events) {
+	t.Helper()
 	if cp := s.Checkpoint(); cp != l.recs[1].Seq {
 		t.Errorf("Checkpoint() = %d, want the last commit's %d", cp, l.recs[1].Seq)
 	}
@@ -219,17 +237,9 @@ func TestFailedCommitForAReadStartsTheProjectorOver(t *testing.T) {
 // their answers wait again, and the same events fold again from the
 // checkpoint into the same rows.
 func TestFoldFailureTakesBackTheOpenTransaction(t *testing.T) {
-	l := newEvents()
-	l.register("w", "worker", 1)
-	l.register("r", "lead", 1)
-	l.dispatch("t1", "w", "r", "code")
 	now := t0
 	s, _ := openClocked(t, &now)
-	mustFold(t, s, l.recs[:2]...)
-	if err := s.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	mustFold(t, s, l.recs[2])
+	l := dispatchLeftOpen(t, s)
 	c := l.claim("t1", "w", "c1")
 	if err := s.Fold([]kernel.Recorded{c, l.recs[2]}); err == nil {
 		t.Fatal("Fold of a batch out of order = nil, want an error")
@@ -239,16 +249,7 @@ func TestFoldFailureTakesBackTheOpenTransaction(t *testing.T) {
 	if _, err := s.TurnAt(ctx, proj, "t1", l.recs[2].Seq); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("TurnAt(t1) of an event folded before the failure = %v, want it to wait", err)
 	}
-	if cp := s.Checkpoint(); cp != l.recs[1].Seq {
-		t.Errorf("Checkpoint() = %d, want the last commit's %d", cp, l.recs[1].Seq)
-	}
-	mustFold(t, s, l.recs[2:]...)
-	if err := s.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(mustDump(t, applied(t, l)), mustDump(t, s)); diff != "" {
-		t.Errorf("folded again after the failure, the file differs from one Apply (-Apply +Fold):\n%s", diff)
-	}
+	foldedAgainAsApplied(t, s, l)
 }
 
 // Each waiter wakes once its own ledger_seq is folded, not before, whatever
