@@ -12,18 +12,27 @@ import (
 	"github.com/turnledger/turnledger/ledger"
 )
 
+// startEmbedded starts an embedded server with file storage and no
+// listener, committing in groups when groupCommit; it stops when the test
+// ends.
+func startEmbedded(t *testing.T, groupCommit bool) *ledger.Embedded {
+	t.Helper()
+	cfg := ledger.DefaultEmbeddedConfig(t.TempDir())
+	cfg.GroupCommit = groupCommit
+	emb, err := ledger.StartEmbedded(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { emb.Close() })
+	return emb
+}
+
 // newGroupEngines starts n engines on one embedded server with file storage
 // that commits in groups (serve's --sync always), each over a Store of its
 // own opened with Embedded.Open.
 func newGroupEngines(t *testing.T, n int) ([]*engine.Engine, []*ledger.Store) {
 	t.Helper()
-	cfg := ledger.DefaultEmbeddedConfig(t.TempDir())
-	cfg.GroupCommit = true
-	srv, err := ledger.StartEmbedded(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv := startEmbedded(t, true)
 	var engines []*engine.Engine
 	var stores []*ledger.Store
 	for range n {

@@ -109,13 +109,7 @@ func TestARefusedPipelinedAppendIsAnsweredAndTheStateFoldedAgain(t *testing.T) {
 // committing in groups when groupCommit.
 func pipelinedEngine(t *testing.T, groupCommit bool) (*engine.Engine, *ledger.Store, *ledger.Embedded) {
 	t.Helper()
-	cfg := ledger.DefaultEmbeddedConfig(t.TempDir())
-	cfg.GroupCommit = groupCommit
-	emb, err := ledger.StartEmbedded(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emb.Close() })
+	emb := startEmbedded(t, groupCommit)
 	_, l, err := emb.Open(t.Context(), ledger.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)

@@ -19,15 +19,7 @@ func openGroup(t *testing.T) *Store {
 	t.Helper()
 	cfg := DefaultEmbeddedConfig(t.TempDir())
 	cfg.GroupCommit = true
-	e, err := StartEmbedded(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	_, s, err := e.Open(context.Background(), DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openEmbedded(t, startEmbedded(t, cfg), DefaultConfig())
 	if s.group == nil {
 		t.Fatal("Embedded.Open under GroupCommit made a Store that does not commit in groups")
 	}

@@ -21,6 +21,29 @@ func openOn(t *testing.T, srv *server.Server, cfg Config) *Store {
 	return s
 }
 
+// startEmbedded starts an embedded server of cfg that stops when the test
+// ends.
+func startEmbedded(t *testing.T, cfg EmbeddedConfig) *Embedded {
+	t.Helper()
+	e, err := StartEmbedded(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// openEmbedded opens a Store with cfg on e (Embedded.Open: the server knows
+// its Stores, for group commit and the pipeline).
+func openEmbedded(t *testing.T, e *Embedded, cfg Config) *Store {
+	t.Helper()
+	_, s, err := e.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // heartbeat is an event of agent id of project p1, at a fixed time.
 func heartbeat(id string) kernel.Event {
 	return kernel.Event{

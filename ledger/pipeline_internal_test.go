@@ -14,18 +14,10 @@ import (
 // (memory storage): the only writer of its stream.
 func openPipelined(t *testing.T) (*Embedded, *Store) {
 	t.Helper()
-	cfg := DefaultEmbeddedConfig(t.TempDir())
-	e, err := StartEmbedded(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
+	e := startEmbedded(t, DefaultEmbeddedConfig(t.TempDir()))
 	lcfg := DefaultConfig()
 	lcfg.Storage = MemoryStorage
-	_, s, err := e.Open(context.Background(), lcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openEmbedded(t, e, lcfg)
 	if !s.Pipelined() {
 		t.Fatal("a Store of an embedded server with no listener does not pipeline")
 	}
@@ -175,16 +167,7 @@ func TestASecondStoreOnTheStreamStopsThePipeline(t *testing.T) {
 
 	cfg := DefaultEmbeddedConfig(t.TempDir())
 	cfg.Port = -1 // a port the kernel hands out
-	listening, err := StartEmbedded(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listening.Close()
-	_, s3, err := listening.Open(context.Background(), lcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s3.Pipelined() {
+	if s3 := openEmbedded(t, startEmbedded(t, cfg), lcfg); s3.Pipelined() {
 		t.Error("a Store of a server listening on a port pipelines")
 	}
 }
