@@ -241,7 +241,7 @@ func (e *Engine) slotAt(ctx context.Context, project string, fresh bool) (*slot,
 // acknowledged before a request arrived: a probe of the project's last
 // ledger_seq reads it there rather than on the ledger.
 func (e *Engine) soleWriter() bool {
-	pl, ok := e.ledger.(pipeliner)
+	pl, ok := e.ledger.(Pipeliner)
 	return ok && pl.Pipelined()
 }
 

@@ -27,11 +27,13 @@ import (
 // of the state (authentication, read policy) may see an event whose append
 // is not answered yet, as it may see one not yet durable.
 
-// pipeliner is a Ledger that sends an append and returns before the server
+// Pipeliner is a Ledger that sends an append and returns before the server
 // answers, where it is the only writer of its stream
 // (ledger.Store.AppendAsync): answered is closed once the server has
-// answered, and result then says how (nil: stored at seq).
-type pipeliner interface {
+// answered, and result then says how (nil: stored at seq). A Ledger that
+// wraps another (serve's timing of appends) implements it to keep the
+// pipeline.
+type Pipeliner interface {
 	Pipelined() bool
 	AppendAsync(ctx context.Context, project string, expectLast uint64, e kernel.Event) (seq uint64, answered <-chan struct{}, result func() error, err error)
 }
@@ -65,7 +67,7 @@ func (a sentAppend) wait(ctx context.Context) error {
 // answer, when the ledger pipelines and p is the state of a slot whose lock
 // the caller holds; ok is false when it did not (append in sequence).
 func (e *Engine) sendAppend(ctx context.Context, p *kernel.Project, ev kernel.Event) (seq uint64, ok bool, err error) {
-	pl, can := e.ledger.(pipeliner)
+	pl, can := e.ledger.(Pipeliner)
 	if !can || !pl.Pipelined() {
 		return 0, false, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/httpapi"
 	"github.com/turnledger/turnledger/kernel"
+	"github.com/turnledger/turnledger/ledger"
 )
 
 // metrics is the one Prometheus registry of `serve` and what reports into
@@ -175,24 +176,24 @@ func (l timedLedger) Append(ctx context.Context, project string, expectLast uint
 	return seq, err
 }
 
-// pipeliner is what engine's pipelined appends need of a ledger
-// (ledger.Store.AppendAsync).
-type pipeliner interface {
-	Pipelined() bool
-	AppendAsync(ctx context.Context, project string, expectLast uint64, e kernel.Event) (uint64, <-chan struct{}, func() error, error)
-}
+// The ledger and its timing both keep the engine's pipelined appends: a
+// signature that drifted would turn them off without a word.
+var (
+	_ engine.Pipeliner = (*ledger.Store)(nil)
+	_ engine.Pipeliner = timedLedger{}
+)
 
 // Pipelined reports whether the ledger sends appends without waiting for
 // their answers (engine/pipeline.go).
 func (l timedLedger) Pipelined() bool {
-	p, ok := l.Ledger.(pipeliner)
+	p, ok := l.Ledger.(engine.Pipeliner)
 	return ok && p.Pipelined()
 }
 
 // AppendAsync times a pipelined append from its send to its answer, as
 // read by the first call of result.
 func (l timedLedger) AppendAsync(ctx context.Context, project string, expectLast uint64, e kernel.Event) (uint64, <-chan struct{}, func() error, error) {
-	p, ok := l.Ledger.(pipeliner)
+	p, ok := l.Ledger.(engine.Pipeliner)
 	if !ok {
 		seq, err := l.Append(ctx, project, expectLast, e)
 		if err != nil {
