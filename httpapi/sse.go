@@ -25,9 +25,11 @@ import (
 // The stream starts after after_ledger_seq (default 0), or after the
 // Last-Event-ID header when it is given (a reconnecting EventSource sends
 // it; it wins over the query), so a reconnect resumes with no gap and no
-// duplicate. It catches up page by page (limit is the page size), then waits
-// on the projection's notification for the project and sends what the next
-// commit added. Every HeartbeatInterval it writes a ": heartbeat" comment and
+// duplicate. It catches up page by page (limit is the page size), writes a
+// ": caught up" comment once the items there were when it opened are sent
+// (so that a client tells history from new arrivals however the bytes are
+// split on the way), then waits on the projection's notification for the
+// project and sends what the next commit added. Every HeartbeatInterval it writes a ": heartbeat" comment and
 // checks the caller's credentials and read policy again; when they no longer
 // hold, it sends an "error" event with the usual error body and ends. Each
 // write must be taken by the client within WriteTimeout or the stream is cut:
@@ -124,6 +126,7 @@ func (s *Server) streamFeed(w http.ResponseWriter, c *call, after uint64, limit 
 	}
 	heartbeat := time.NewTicker(cfg.HeartbeatInterval)
 	defer heartbeat.Stop()
+	caughtUp := false
 	for {
 		// Send every page there is now.
 		for {
@@ -156,6 +159,13 @@ func (s *Server) streamFeed(w http.ResponseWriter, c *call, after uint64, limit 
 			}
 			if !fp.HasMore || len(fp.Items) == 0 {
 				break
+			}
+		}
+		if !caughtUp {
+			caughtUp = true
+			buf.WriteString(": caught up\n\n")
+			if !send() {
+				return nil
 			}
 		}
 		// Wait for a commit of the project, a heartbeat, or the end.

@@ -412,3 +412,43 @@ func TestStreamSlowClientCut(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestStreamSaysWhenItCaughtUp: a stream writes a ": caught up" comment
+// after every item the feed held when it opened (over several pages)
+// and before the items that come later, so that a client tells history
+// from new arrivals however the bytes reach it.
+func TestStreamSaysWhenItCaughtUp(t *testing.T) {
+	e := newEnv(t)
+	boss := e.register("p", "boss", 1, kernel.GrantDispatch)
+	e.register("p", "w", 8)
+	for i := range 5 {
+		e.dispatch(boss, "w", fmt.Sprintf("k%d", i))
+	}
+	held := len(e.allFeed(asAdmin, "/v3r1/projects/p/projection/feed"))
+	s := openStream(t, e.url, asAdmin, "/v3r1/projects/p/projection/feed?limit=2", nil)
+	var before []string
+	timeout := time.After(20 * time.Second)
+read:
+	for {
+		select {
+		case ev, ok := <-s.events:
+			switch {
+			case !ok:
+				t.Fatal("the stream ended")
+			case ev.Comment == "caught up":
+				break read
+			case ev.Event != "":
+				before = append(before, ev.ID)
+			}
+		case <-timeout:
+			t.Fatalf("no \": caught up\" within 20s, after %d items", len(before))
+		}
+	}
+	if len(before) != held {
+		t.Fatalf("the stream sent %d items before it said it caught up, want the %d the feed held", len(before), held)
+	}
+	e.dispatch(boss, "w", "later")
+	if ev := s.next(t); ev.Event != kernel.EvTurnDispatched {
+		t.Errorf("after the catch-up the stream sent %q, want the later dispatch", ev.Event)
+	}
+}

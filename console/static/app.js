@@ -184,7 +184,7 @@
   // refusal that asking again cannot change (401, 403, 404, 422: a revoked
   // credential, a read the policy does not allow) ends the following, and
   // onError hears it with final set; any other error is retried.
-  function follow(path, after, onItems, onError, onGone) {
+  function follow(path, after, onItems, onError, onGone, onCaughtUp) {
     let cursor = after || 0, paused = false, stopped = false, timer = null, ctrl = null, sse = null;
     const schedule = (ms) => { clearTimeout(timer); if (!stopped && !paused) timer = setTimeout(tick, ms); };
     const deliver = (items) => {
@@ -208,7 +208,7 @@
         }
         if ((resp.headers.get('Content-Type') || '').startsWith('text/event-stream')) {
           sse = true;
-          await readSSE(resp, deliver);
+          await readSSE(resp, deliver, onCaughtUp);
           schedule(500); // the stream ended: reconnect from the cursor
           return;
         }
@@ -253,7 +253,7 @@
   // server ends the stream with one when, say, the credential no longer
   // holds) is thrown as an APIError of status 0: the caller asks again and
   // hears the refusal's status then.
-  async function readSSE(resp, deliver) {
+  async function readSSE(resp, deliver, onCaughtUp) {
     const reader = resp.body.getReader();
     const dec = new TextDecoder();
     let buf = '', data = [], id = '', event = '';
@@ -284,7 +284,12 @@
           }
           data = []; id = ''; event = '';
         } else if (line.startsWith(':')) {
-          // heartbeat comment
+          // A comment: a heartbeat, or the end of the catch-up, which
+          // follows every item sent before it.
+          if (line === ': caught up' && onCaughtUp) {
+            if (batch.length) deliver(batch.splice(0));
+            onCaughtUp();
+          }
         } else {
           const i = line.indexOf(':');
           const field = i < 0 ? line : line.slice(0, i);
@@ -313,11 +318,14 @@
     const list = h('ol', {class: 'feed', id: opts.id, 'aria-live': 'polite', reversed: true});
     const status = h('span', {class: 'muted feed-status', id: opts.id + '-status'}, 'connecting…');
     const btn = h('button', {type: 'button', class: 'quiet', id: opts.id + '-pause', 'aria-pressed': 'false'}, 'Pause');
-    let first = true;
+    // What the feed held when it opened shows as history, not as new
+    // arrivals: over a stream, every item before its ": caught up"; polling,
+    // the first page.
+    let history = true;
     const f = follow(path, after, (items) => {
-      for (const it of items) list.prepend(feedItem(project, it, !first, opts.self));
+      for (const it of items) list.prepend(feedItem(project, it, !history, opts.self));
       while (list.children.length > 500) list.lastChild.remove();
-      first = false;
+      if (f.mode !== 'stream') history = false;
       if (opts.onItems) opts.onItems(items);
       status.textContent = `live (${f.mode}), ${list.children.length} events shown`;
       list.dataset.mode = f.mode;
@@ -331,12 +339,12 @@
       // Retention moved the older events to the archive: the feed starts at its horizon.
       if (!list.parentNode || list.parentNode.querySelector('.gone')) return;
       list.before(h('p', {class: 'muted gone', id: opts.id + '-gone'}, `Events before #${e.horizon} are in the archive only (retention): the feed starts there.`));
-    });
+    }, () => { history = false; });
     btn.addEventListener('click', () => {
       if (f.paused) { f.resume(); btn.textContent = 'Pause'; status.textContent = 'live'; } else { f.pause(); btn.textContent = 'Resume'; status.textContent = 'paused'; }
       btn.setAttribute('aria-pressed', String(f.paused));
     });
-    setTimeout(() => { if (first) status.textContent = `live (${f.mode}), no events yet`; }, 1500);
+    setTimeout(() => { if (!list.children.length) status.textContent = `live (${f.mode}), no events yet`; }, 1500);
     return h('section', {class: 'panel'}, h('div', {class: 'row'}, h('h2', {}, opts.title), btn, status), list);
   }
 
