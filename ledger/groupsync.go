@@ -214,10 +214,14 @@ func (g *groupSync) fsync() error {
 }
 
 // acked notes that the server acknowledged an append at ledger_seq seq:
-// it is written, so the next fsync to begin covers it.
+// it is written, so the next fsync to begin covers it, and the stream's
+// head is at least seq (KnownHead).
 func (s *Store) acked(seq uint64) {
 	if s.group != nil {
 		raise(&s.group.seen, seq)
+	}
+	if s.pipe != nil {
+		s.pipe.stored(seq)
 	}
 }
 

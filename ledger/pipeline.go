@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,16 +40,44 @@ import (
 // order of the ledger_seqs guessed.
 type pipeline struct {
 	mu       sync.Mutex
-	next     uint64 // the ledger_seq of the next message sent; 0: not known
-	inflight int    // pipelined appends not answered yet
-	off      bool   // another writer of the stream appeared: append in sequence from now on
+	next     uint64      // the ledger_seq of the next message sent; 0: not known
+	inflight int         // pipelined appends not answered yet
+	off      atomic.Bool // another writer of the stream appeared: append in sequence from now on (set under mu)
+
+	// head is the highest ledger_seq known stored: read by Head, or
+	// answered to an append of this Store; headKnown is set by either.
+	head      atomic.Uint64
+	headKnown atomic.Bool
 }
 
 // turnOff makes every append from now on wait for its answer.
 func (p *pipeline) turnOff() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.off, p.next = true, 0
+	p.off.Store(true)
+	p.next = 0
+}
+
+// stored notes that the stream holds a message at seq (or, for a head
+// read, that its last is seq).
+func (p *pipeline) stored(seq uint64) {
+	raise(&p.head, seq)
+	p.headKnown.Store(true)
+}
+
+// KnownHead returns the stream's last ledger_seq without asking the server,
+// where the Store is the stream's only writer (Pipelined): the head it read
+// last (Head), raised by every append the server answered since, since no
+// message reaches the stream but those it sends. An append sent and not yet
+// answered is not counted: the head is the stream's as of the last answer.
+// It returns false elsewhere, and before the Store has read the head or had
+// an append answered.
+func (s *Store) KnownHead() (uint64, bool) {
+	p := s.pipe
+	if p == nil || p.off.Load() || !p.headKnown.Load() {
+		return 0, false
+	}
+	return p.head.Load(), true
 }
 
 // pending is an append sent and not necessarily answered (AppendAsync).
@@ -64,12 +93,7 @@ var answeredCh = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // Pipelined reports whether AppendAsync may return before the server
 // answers.
 func (s *Store) Pipelined() bool {
-	if s.pipe == nil {
-		return false
-	}
-	s.pipe.mu.Lock()
-	defer s.pipe.mu.Unlock()
-	return !s.pipe.off
+	return s.pipe != nil && !s.pipe.off.Load()
 }
 
 // AppendAsync is Append that returns once the event is sent, where the
@@ -85,7 +109,7 @@ func (s *Store) Pipelined() bool {
 func (s *Store) AppendAsync(ctx context.Context, project string, expectLast uint64, e kernel.Event) (seq uint64, answered <-chan struct{}, result func() error, err error) {
 	if p := s.pipe; p != nil {
 		p.mu.Lock()
-		if p.next != 0 && !p.off {
+		if p.next != 0 && !p.off.Load() {
 			defer p.mu.Unlock()
 			return s.sendPipelined(project, expectLast, e)
 		}
@@ -172,7 +196,7 @@ func (s *Store) sequenced(fn func() (last uint64, n int)) {
 		p.next = 0
 	case p.next != 0 && last == p.next+uint64(n)-1:
 		p.next = last + 1
-	case p.next == 0 && p.inflight == 0 && !p.off:
+	case p.next == 0 && p.inflight == 0 && !p.off.Load():
 		// Nothing of the pipeline is on its way: the stream's head is this
 		// append's (the Store being its only writer).
 		p.next = last + 1

@@ -171,3 +171,63 @@ func TestASecondStoreOnTheStreamStopsThePipeline(t *testing.T) {
 		t.Error("a Store of a server listening on a port pipelines")
 	}
 }
+
+// TestTheSoleWriterKnowsTheHead: a Store that is its stream's only writer
+// answers the stream's head without asking once it has read it or had an
+// append answered, and keeps it in step with its appends, in sequence and
+// pipelined; the head it knows is the one the server reports. Once a second
+// Store writes the stream, it no longer claims to know it.
+func TestTheSoleWriterKnowsTheHead(t *testing.T) {
+	ctx := context.Background()
+	e, s := openPipelined(t)
+	if h, ok := s.KnownHead(); ok {
+		t.Fatalf("KnownHead before any read or append = %d, true; want false", h)
+	}
+	if h, err := s.Head(ctx); err != nil || h != 0 {
+		t.Fatalf("Head of an empty stream = %d, %v", h, err)
+	}
+	if h, ok := s.KnownHead(); !ok || h != 0 {
+		t.Fatalf("KnownHead after reading an empty stream's head = %d, %v; want 0, true", h, ok)
+	}
+	first := send(t, s, "p1", 0, "a0") // in sequence: the pipeline learns the head from it
+	if err := first.wait(); err != nil {
+		t.Fatal(err)
+	}
+	var last sentEv
+	for i := range 5 {
+		last = send(t, s, "p1", first.seq+uint64(i), "a"+string(rune('1'+i)))
+	}
+	if err := last.wait(); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := s.KnownHead()
+	want, err := s.headOnServer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok || got != want || got != last.seq {
+		t.Errorf("KnownHead after six appends = %d, %v; the server's head is %d, the last append's ledger_seq %d", got, ok, want, last.seq)
+	}
+
+	lcfg := DefaultConfig()
+	lcfg.Storage = MemoryStorage
+	_, s2, err := e.Open(ctx, lcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Append(ctx, "p1", last.seq, heartbeat("b0")); err != nil {
+		t.Fatal(err)
+	}
+	if h, ok := s.KnownHead(); ok {
+		t.Errorf("KnownHead once a second Store writes the stream = %d, true; want false", h)
+	}
+}
+
+// headOnServer is the stream's last ledger_seq as the server reports it.
+func (s *Store) headOnServer(ctx context.Context) (uint64, error) {
+	info, err := s.info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}

@@ -560,6 +560,9 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if s.pipe != nil {
+		s.pipe.stored(info.State.LastSeq)
+	}
 	return info.State.LastSeq, nil
 }
 

@@ -7,7 +7,10 @@ import (
 
 // headProbe reads the ledger's head for the diagnostics of every page a
 // read answers (Service.diagnostics), and shares one read among the pages
-// that wait for it at the same time.
+// that wait for it at the same time. Where the ledger is its stream's only
+// writer (serve's embedded server) it knows its head (ledger.Store.KnownHead)
+// and pages take that instead: a read of the stream's state per page was
+// most of what a page cost.
 //
 // What a page needs is a head read after the request asked for it, so that
 // a lag it reports (or does not) is the lag at some moment of the request,

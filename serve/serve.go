@@ -155,7 +155,7 @@ type Service struct {
 	tokenPath string    // where the admin token is kept, when it came from a file
 	healed    bool      // the projection file was damaged and is being rebuilt (reliability.go)
 	healUntil uint64    // the ledger head when it was; not ready before the rebuild reaches it
-	heads     headProbe // the ledger head for the diagnostics of pages, one read shared by pages that wait together
+	heads     headProbe // the ledger head for the diagnostics of pages where the ledger does not know it (ledger.Store.KnownHead), one read shared by pages that wait together
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -496,7 +496,11 @@ func (s *Service) diagnostics(ctx context.Context) []httpapi.Diagnostic {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var d []httpapi.Diagnostic
-	head, err := s.heads.get(ctx)
+	head, known := s.ledger.KnownHead()
+	var err error
+	if !known {
+		head, err = s.heads.get(ctx)
+	}
 	h := s.projector.Health(head)
 	if err != nil {
 		h.Lag = 0 // unknown without the head
