@@ -119,11 +119,15 @@
 // projections shows the event at seq. Reads call Server.caughtUp, which is
 // wait at the engine's folded mark after catching up. Two narrower forms
 // serve the hottest command answers and are correct only for what they say:
-// Server.turnAt reads the one Turn the command changed as of seq from the
-// projector's overlay (folded, not yet committed), and Server.waitFolded
-// waits for the projection folded mark for an answer that reads nothing of
-// the projections (a later read still waits for the commit through
-// caughtUp).
+// Server.turnAt shows the one Turn the command changed as this engine's
+// write model holds it after the command's event (AsOf, the result's Turn;
+// projection.ViewOf shows it as the projections will), or, for a command
+// answered again from memory, reads it from the projector's overlay once
+// seq is folded; Server.waitFolded answers what reads nothing of the
+// projections. Both wait only while the projector is more than
+// projection.AnswerLag events behind seq (projection.Store.Answer,
+// WaitNear), so that commands cannot run far ahead of reads; a later read
+// still waits for the commit through caughtUp.
 //
 // # Lock order
 //

@@ -18,6 +18,9 @@ type DispatchResult struct {
 	TurnID  string
 	Seq     uint64
 	Created bool
+	// Turn is the Turn as the dispatch left it (AsOf), nil for a dispatch
+	// answered again.
+	Turn *kernel.Turn
 }
 
 // Dispatch creates a Turn, or returns the Turn an earlier dispatch with the
@@ -46,6 +49,9 @@ func (e *Engine) Dispatch(ctx context.Context, project string, cmd kernel.Dispat
 		turnID, _ := p.DispatchedAs(cmd.RequestedBy.AgentID, cmd.DispatchKey)
 		res = DispatchResult{TurnID: turnID, Seq: seq}
 		res.Created = res.TurnID == id
+		if res.Created {
+			res.Turn = AsOf(p.Turns[id], seq)
+		}
 		return nil
 	})
 	return res, err
@@ -81,7 +87,7 @@ func (e *Engine) Retry(ctx context.Context, project string, cmd kernel.Retry) (D
 		case a != nil:
 			res = DispatchResult{TurnID: a.ID, Seq: a.Seq, Created: true}
 		case ev != nil:
-			res = DispatchResult{TurnID: ev.ID, Seq: seq, Created: true}
+			res = DispatchResult{TurnID: ev.ID, Seq: seq, Created: true, Turn: AsOf(p.Turns[ev.ID], seq)}
 		default:
 			return kernel.Errorf(kernel.Internal, "a retry of turn %s decided nothing", cmd.TurnID)
 		}
@@ -95,6 +101,9 @@ type ClaimResult struct {
 	Token  kernel.ClaimToken
 	TurnID string
 	Seq    uint64
+	// Turn is the Turn as the claim left it (AsOf), nil for a claim
+	// answered again.
+	Turn *kernel.Turn
 }
 
 // Claim claims the agent's oldest queued Turn. It returns nil (and the
@@ -140,7 +149,7 @@ func (e *Engine) ClaimLease(ctx context.Context, project string, c kernel.Common
 		t := p.Turn(ev.ID)
 		res = &ClaimResult{
 			Token:  kernel.ClaimToken{ProjectID: project, TurnID: t.ID, AgentID: agentID, Token: token, ExpiresAt: t.Claim.ExpiresAt},
-			TurnID: t.ID, Seq: seq,
+			TurnID: t.ID, Seq: seq, Turn: AsOf(t, seq),
 		}
 		return nil
 	})
@@ -181,6 +190,10 @@ type FencedResult struct {
 	// InputToken answers the input wait a Suspend with AwaitingInput
 	// started (returned once; a retry with the same key gets it again).
 	InputToken string
+	// Turn is the Turn as the command left it (AsOf), nil when the engine
+	// does not hold it whole: a command answered again, or one on a Turn
+	// finished before it.
+	Turn *kernel.Turn
 }
 
 // Fenced runs a command that carries a claim token (Renew, AppendRecord,
@@ -226,6 +239,9 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd kernel.Command)
 			}
 			cmd = s
 		}
+		// A Turn not finished is evolved in place, and stays whole when
+		// the command finishes it (Project.Turn then packs a copy).
+		live := p.Turns[turnID]
 		seq, _, a, err := e.decideAppend(ctx, p, cmd)
 		if err != nil {
 			return err
@@ -250,6 +266,7 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd kernel.Command)
 			}
 			return nil
 		}
+		res.Turn = AsOf(live, seq)
 		if t := p.Turn(turnID); t != nil {
 			res.TurnSeq, res.StopRequested = t.TurnSeq, t.StopRequested
 			if r, ok := cmd.(kernel.Renew); ok && t.Claim != nil {
@@ -260,6 +277,25 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd kernel.Command)
 		return nil
 	})
 	return res, err
+}
+
+// AsOf returns a copy of t for a command's answer when the event at seq
+// was the last to change it, else nil (the command changed it with more
+// than one event, or t is not the write model's Turn). The answer then
+// shows the Turn as the projections will (projection.ViewOf folds the same
+// events with the same kernel.EvolveTurn), without waiting for them to fold
+// it. The copy shares nothing the engine changes in place later:
+// EvolveTurn sets new values and pointers, except for the claim's expiry.
+func AsOf(t *kernel.Turn, seq uint64) *kernel.Turn {
+	if t == nil || t.Seq != seq {
+		return nil
+	}
+	c := *t
+	if t.Claim != nil {
+		cl := *t.Claim
+		c.Claim = &cl
+	}
+	return &c
 }
 
 // ReconcileExpired releases every claim of the project that has expired and

@@ -21,14 +21,19 @@
 //     kernel command and hands it to the Engine, which decides on the
 //     project's state, appends the one event to the ledger and answers its
 //     ledger_seq. Refusals come back as *kernel.Error.
-//  4. Wait for the fold. Before answering, the handler waits (Server.wait,
-//     bounded by Config.WaitTimeout, 503 after it) until the projections
-//     have reached that ledger_seq, so a client reads its own writes. The
-//     Turn commands and records answer as soon as the batch holding their
-//     event is folded, before its commit (Server.turnAt, waitFolded:
-//     projection.Store.TurnAt and WaitFolded). A read (GET) first waits for
-//     the commit of the project's last ledger_seq the engine knows
-//     (caughtUp), so it sees every earlier write through any instance.
+//  4. Answer. The engine returns once the event is durable. A Turn
+//     command answers the Turn as its event left it in the engine's write
+//     model (engine.AsOf, shown by projection.ViewOf as the projections will
+//     show it), and a record its turn_seq, without waiting for the
+//     projector, unless the projector is more than projection.AnswerLag
+//     events behind (Server.turnAt, waitFolded: projection.Store.Answer,
+//     WaitNear); a command the engine answers again from memory waits for
+//     the fold of its event and answers the projections' Turn. Other
+//     commands wait for the commit of their event (Server.wait, bounded by
+//     Config.WaitTimeout, 503 after it). A read (GET) first waits for the
+//     commit of the project's last ledger_seq the engine knows (caughtUp),
+//     so it sees every earlier write, its own included, through any
+//     instance.
 //  5. Read. The answer is read from the projection store, after the read
 //     policy's check (kernel.AuthorizeRead, kernel.CanReadTurn; Turn lists
 //     are narrowed to the caller's readable Turns by the same policy).

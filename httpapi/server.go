@@ -389,24 +389,26 @@ func (s *Server) wait(ctx context.Context, seq uint64) error {
 }
 
 // waitFolded is wait for the answer of a command that shows nothing of the
-// projections: the batch of seq folded is enough (projection.Store.WaitFolded),
-// since every read waits for the commit of what the engine has folded.
+// projections: the projector need not have folded seq, only come within
+// projection.AnswerLag of it (Store.WaitNear), since every read waits for the
+// commit of what the engine has folded.
 func (s *Server) waitFolded(ctx context.Context, seq uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
 	defer cancel()
-	if err := s.store.WaitFolded(ctx, seq); err != nil {
+	if err := s.store.WaitNear(ctx, seq); err != nil {
 		return &statusError{kind: errUnavailable, msg: fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq), retryAfter: time.Second}
 	}
 	return nil
 }
 
-// turnAt is wait and a read of the Turn a command changed at seq, for the
-// command's answer: it answers once seq is folded, without waiting for the
-// commit of its batch (projection.Store.TurnAt).
-func (s *Server) turnAt(ctx context.Context, project, turnID string, seq uint64) (projection.TurnView, error) {
+// turnAt is the Turn a command changed at seq, for the command's answer
+// (projection.Store.Answer): the engine's Turn as the command left it (t,
+// engine.AsOf) where it has one, else the projections' once they have folded
+// seq, without waiting for the commit of its batch.
+func (s *Server) turnAt(ctx context.Context, project, turnID string, seq uint64, t *kernel.Turn) (projection.TurnView, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
 	defer cancel()
-	v, err := s.store.TurnAt(ctx, project, turnID, seq)
+	v, err := s.store.Answer(ctx, project, turnID, seq, t)
 	if err != nil && ctx.Err() != nil || errors.Is(err, projection.ErrClosed) {
 		return v, &statusError{kind: errUnavailable, msg: fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq), retryAfter: time.Second}
 	}

@@ -49,12 +49,12 @@ func (s *Server) dispatch(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	return s.turnAfter(w, c, res.Seq, res.TurnID)
+	return s.turnAfter(w, c, res.Seq, res.TurnID, res.Turn)
 }
 
-// turnAfter answers with the Turn snapshot once the projections reached seq.
-func (s *Server) turnAfter(w http.ResponseWriter, c *call, seq uint64, turnID string) error {
-	v, err := s.turnAt(c.ctx, c.project, turnID, seq)
+// turnAfter answers with the Turn snapshot as of seq (Server.turnAt).
+func (s *Server) turnAfter(w http.ResponseWriter, c *call, seq uint64, turnID string, t *kernel.Turn) error {
+	v, err := s.turnAt(c.ctx, c.project, turnID, seq, t)
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func (s *Server) stopTurn(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	return s.turnAfter(w, c, seq, id)
+	return s.turnAfter(w, c, seq, id, nil)
 }
 
 func (s *Server) resumeTurn(w http.ResponseWriter, c *call) error {
@@ -229,7 +229,7 @@ func (s *Server) manageTurn(w http.ResponseWriter, c *call, cmd func(kernel.Comm
 	if err != nil {
 		return err
 	}
-	return s.turnAfter(w, c, seq, id)
+	return s.turnAfter(w, c, seq, id, nil)
 }
 
 type claimBody struct {
@@ -270,7 +270,7 @@ func (s *Server) claim(w http.ResponseWriter, c *call) error {
 	if res == nil {
 		return s.ok(w, nil)
 	}
-	v, err := s.turnAt(c.ctx, c.project, res.TurnID, seq)
+	v, err := s.turnAt(c.ctx, c.project, res.TurnID, seq, res.Turn)
 	if err != nil {
 		return err
 	}
@@ -361,7 +361,7 @@ func (s *Server) suspend(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.turnAt(c.ctx, c.project, id, res.Seq)
+	v, err := s.turnAt(c.ctx, c.project, id, res.Seq, res.Turn)
 	if err != nil {
 		return err
 	}
@@ -425,7 +425,7 @@ func (s *Server) provideInput(w http.ResponseWriter, c *call) error {
 		}
 		return err
 	}
-	return s.turnAfter(w, c, seq, id)
+	return s.turnAfter(w, c, seq, id, nil)
 }
 
 type finishBody struct {
@@ -454,7 +454,7 @@ func (s *Server) finish(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	return s.turnAfter(w, c, res.Seq, id)
+	return s.turnAfter(w, c, res.Seq, id, res.Turn)
 }
 
 type contextBody struct {
@@ -630,7 +630,7 @@ func (s *Server) retryTurn(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	return s.turnAfter(w, c, res.Seq, res.TurnID)
+	return s.turnAfter(w, c, res.Seq, res.TurnID, res.Turn)
 }
 
 // bulkBody is the body of the bulk actions: a filter of the Turn list, a
@@ -862,5 +862,5 @@ func (s *Server) releaseClaim(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	return s.turnAfter(w, c, res.Seq, b.Claim.TurnID)
+	return s.turnAfter(w, c, res.Seq, b.Claim.TurnID, res.Turn)
 }

@@ -197,11 +197,13 @@ func (h *Handler) wait(ctx context.Context, seq uint64) error {
 	return faceauth.Wait(ctx, h.store, seq, h.cfg.WaitTimeout)
 }
 
-// turnAt reads the Turn a command changed at seq, once seq is folded.
-func (h *Handler) turnAt(ctx context.Context, project, turnID string, seq uint64) (projection.TurnView, error) {
+// turnAt is the Turn a command changed at seq, for the command's answer
+// (projection.Store.Answer, as httpapi answers): t is the engine's Turn as
+// the command left it, or nil.
+func (h *Handler) turnAt(ctx context.Context, project, turnID string, seq uint64, t *kernel.Turn) (projection.TurnView, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.WaitTimeout)
 	defer cancel()
-	v, err := h.store.TurnAt(ctx, project, turnID, seq)
+	v, err := h.store.Answer(ctx, project, turnID, seq, t)
 	if err != nil && ctx.Err() != nil || errors.Is(err, projection.ErrClosed) {
 		return v, faceauth.NotYet(seq)
 	}
@@ -293,7 +295,7 @@ func (h *Handler) dispatchTurn(ctx context.Context, id identity, args []byte) (a
 	if err != nil {
 		return nil, err
 	}
-	return h.turnAt(ctx, id.project, res.TurnID, res.Seq)
+	return h.turnAt(ctx, id.project, res.TurnID, res.Seq, res.Turn)
 }
 
 type claimArgs struct {
@@ -340,7 +342,7 @@ func (h *Handler) claimTurn(ctx context.Context, id identity, args []byte) (any,
 	if err != nil || res == nil {
 		return claimAnswer{}, err
 	}
-	v, err := h.turnAt(ctx, id.project, res.TurnID, seq)
+	v, err := h.turnAt(ctx, id.project, res.TurnID, seq, res.Turn)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +399,7 @@ func (h *Handler) appendRecord(ctx context.Context, id identity, args []byte) (a
 	}
 	ctxW, cancel := context.WithTimeout(ctx, h.cfg.WaitTimeout)
 	defer cancel()
-	if err := h.store.WaitFolded(ctxW, res.Seq); err != nil {
+	if err := h.store.WaitNear(ctxW, res.Seq); err != nil {
 		return nil, faceauth.NotYet(res.Seq)
 	}
 	return recordAnswer{ProjectID: id.project, TurnID: turnID, TurnSeq: res.TurnSeq, StopRequested: res.StopRequested, LedgerSeq: res.Seq}, nil
@@ -456,7 +458,7 @@ func (h *Handler) suspendTurn(ctx context.Context, id identity, args []byte) (an
 	if err != nil {
 		return nil, err
 	}
-	v, err := h.turnAt(ctx, id.project, turnID, res.Seq)
+	v, err := h.turnAt(ctx, id.project, turnID, res.Seq, res.Turn)
 	if err != nil || res.InputToken == "" {
 		return v, err
 	}
@@ -480,7 +482,7 @@ func (h *Handler) provideInput(ctx context.Context, id identity, args []byte) (a
 	if err != nil {
 		return nil, err
 	}
-	return h.turnAt(ctx, id.project, b.TurnID, seq)
+	return h.turnAt(ctx, id.project, b.TurnID, seq, nil)
 }
 
 func (h *Handler) finishTurn(ctx context.Context, id identity, args []byte) (any, error) {
@@ -508,7 +510,7 @@ func (h *Handler) finishTurn(ctx context.Context, id identity, args []byte) (any
 	if err != nil {
 		return nil, err
 	}
-	return h.turnAt(ctx, id.project, turnID, res.Seq)
+	return h.turnAt(ctx, id.project, turnID, res.Seq, res.Turn)
 }
 
 type stopArgs struct {
@@ -536,7 +538,7 @@ func (h *Handler) stopTurn(ctx context.Context, id identity, args []byte) (any, 
 	if err != nil {
 		return nil, err
 	}
-	return h.turnAt(ctx, id.project, b.TurnID, seq)
+	return h.turnAt(ctx, id.project, b.TurnID, seq, nil)
 }
 
 func (h *Handler) retryTurn(ctx context.Context, id identity, args []byte) (any, error) {
@@ -556,7 +558,7 @@ func (h *Handler) retryTurn(ctx context.Context, id identity, args []byte) (any,
 	if err != nil {
 		return nil, err
 	}
-	return h.turnAt(ctx, id.project, res.TurnID, res.Seq)
+	return h.turnAt(ctx, id.project, res.TurnID, res.Seq, res.Turn)
 }
 
 // readableTurn checks that the caller may read the Turn, once the

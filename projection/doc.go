@@ -31,19 +31,21 @@
 //     the Source's promise, not something the store can check.
 //
 // [Store.WaitFor] returns once the checkpoint reaches a ledger_seq; it waits
-// to be woken by the commit that reaches it, not by polling. [Store.WaitFolded]
-// and [Store.TurnAt] return once an event is folded, before its commit, for
-// the answers of commands (overlay.go); recent Turn records stay decoded
+// to be woken by the commit that reaches it, not by polling. [Store.Answer]
+// shows a command's Turn from the engine's state once the projector is
+// within [AnswerLag] of its event ([Store.WaitNear]), or, for a command the
+// engine answered again, once the event is folded, before its commit
+// ([Store.TurnAt]; overlay.go); recent Turn records stay decoded
 // between transactions (turncache.go). A [Projector] runs a [Source] from the
 // checkpoint and folds each batch into a transaction it keeps open across
 // batches ([Store.Fold]): it commits once the transaction has been open for
-// Config.CommitInterval (20 ms), and sooner when someone waits for the commit:
+// Config.CommitInterval (100 ms), and sooner when someone waits for the commit:
 // a read waiting for a ledger_seq folded commits it at once (by the fold that
 // reaches it, or by the read itself), and when the Source has caught up
 // (nothing more is on its way, [Store.CaughtUp]) a watch of a long poll or
-// push feed has it committed at once. A command's answer waits for the fold
-// alone, so a busy ledger's events are committed many at a time, and so are
-// those of a ledger whose clients only send commands. When following fails
+// push feed has it committed at once. A command's answer does not wait for
+// the commit, so a busy ledger's events are committed many at a time, and so
+// are those of a ledger whose clients only send commands. When following fails
 // it commits what it folded, records the error in its [Status], waits
 // Config.RetryInterval, and follows again from the checkpoint. [Rebuild] folds the ledger from
 // ledger_seq 1 up to its head into a new file (no fsync per batch, one sync at

@@ -100,7 +100,7 @@ func (f *folder) views() map[string]TurnView {
 		if _, ok := out[k]; ok {
 			continue
 		}
-		out[k] = turnView(splitKey([]byte(k))[0], &f.turnCache[k].Turn) // k is key(project, Turn id)
+		out[k] = ViewOf(splitKey([]byte(k))[0], &f.turnCache[k].Turn) // k is key(project, Turn id)
 	}
 	f.changed = f.changed[:0]
 	return out

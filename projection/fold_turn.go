@@ -174,9 +174,11 @@ func (f *folder) reindexTurn(p string, t *kernel.Turn, oldState, oldHolder strin
 	return nil
 }
 
-// turnView is the public view of a Turn's kernel state: the same state,
-// shaped for readers. It decides nothing.
-func turnView(project string, t *kernel.Turn) TurnView {
+// ViewOf is the public view of a Turn's kernel state: the same state,
+// shaped for readers. It decides nothing. A command's answer shows the
+// engine's Turn through it (engine.AsOf), which is the view the
+// projections fold from the same events.
+func ViewOf(project string, t *kernel.Turn) TurnView {
 	d := &t.Dispatch
 	v := TurnView{
 		ProjectID: project, TurnID: t.ID, TurnKind: d.TurnKind, State: t.State,

@@ -3,6 +3,8 @@ package projection
 import (
 	"container/heap"
 	"context"
+
+	"github.com/turnledger/turnledger/kernel"
 )
 
 // Answering a command before its batch is on disk.
@@ -91,6 +93,37 @@ func (s *Store) TurnAt(ctx context.Context, project, turnID string, seq uint64) 
 // client's next request still reads its write.
 func (s *Store) WaitFolded(ctx context.Context, seq uint64) error {
 	return s.waitUntil(ctx, seq, &s.folded, &s.foldedGate, nil)
+}
+
+// AnswerLag is how far behind a command's event the projector may be when
+// the command is answered without waiting for its fold: its answer shows
+// nothing of the projections, or the engine's Turn (engine.AsOf, ViewOf),
+// and the client's next read waits for the commit of the engine's mark
+// anyway. The bound keeps the projector near the commands: past it, answers
+// wait for it, so that a burst of commands cannot leave reads far behind.
+const AnswerLag = 1024
+
+// WaitNear returns once the projections have folded ledger_seq seq minus
+// AnswerLag (WaitFolded), or with ctx's error, or ErrClosed.
+func (s *Store) WaitNear(ctx context.Context, seq uint64) error {
+	return s.WaitFolded(ctx, seq-min(seq, AnswerLag))
+}
+
+// Answer returns the Turn a command changed at seq, for the command's
+// answer. t is the engine's Turn as the command left it (engine.AsOf): it is
+// shown as the projections will show it (ViewOf) once the projector is
+// within AnswerLag of seq (WaitNear), without waiting for seq's fold. Where
+// the engine gave none (nil: a command answered again, one on a finished
+// Turn), it is the projections' view once they have folded seq (TurnAt).
+// Every face answers its commands through it, so that they show the same.
+func (s *Store) Answer(ctx context.Context, project, turnID string, seq uint64, t *kernel.Turn) (TurnView, error) {
+	if t == nil {
+		return s.TurnAt(ctx, project, turnID, seq)
+	}
+	if err := s.WaitNear(ctx, seq); err != nil {
+		return TurnView{}, err
+	}
+	return ViewOf(project, t), nil
 }
 
 // gate wakes each waiter once, when a mark (the checkpoint, or the

@@ -141,3 +141,41 @@ func TestSplitKey(t *testing.T) {
 		}
 	}
 }
+
+// An answer that shows nothing of the projections, or the engine's Turn
+// (Answer with a Turn), waits only for the projector to come within
+// AnswerLag of its event; the view it shows is ViewOf the Turn given.
+func TestAnswersWaitForTheProjectorOnlyPastTheLag(t *testing.T) {
+	l := newEvents()
+	l.register("w", "worker", 1)
+	l.register("r", "lead", 1)
+	d := l.dispatch("t1", "w", "r", "code")
+	s, _ := openStore(t)
+	mustApply(t, s, l.recs)
+	folded := l.seq
+	gone, cancel := context.WithCancel(t.Context())
+	cancel() // a wait that would block answers context.Canceled at once
+
+	if err := s.WaitNear(gone, folded+AnswerLag); err != nil {
+		t.Errorf("WaitNear(%d) with ledger_seq %d folded = %v, want nil", folded+AnswerLag, folded, err)
+	}
+	if err := s.WaitNear(gone, folded+AnswerLag+1); !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitNear(%d) with ledger_seq %d folded = %v, want it to wait", folded+AnswerLag+1, folded, err)
+	}
+
+	turn := kernel.EvolveTurn(nil, d)
+	v, err := s.Answer(gone, proj, "t1", folded+AnswerLag, turn)
+	if err != nil || !cmp.Equal(v, ViewOf(proj, turn)) {
+		t.Errorf("Answer with the engine's Turn = %+v, %v; want its view", v, err)
+	}
+	if _, err := s.Answer(gone, proj, "t1", folded+AnswerLag+1, turn); !errors.Is(err, context.Canceled) {
+		t.Errorf("Answer with the engine's Turn past the lag = %v, want it to wait", err)
+	}
+	if _, err := s.Answer(gone, proj, "t1", folded+1, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("Answer without a Turn of a ledger_seq not folded = %v, want it to wait for the fold", err)
+	}
+	read, err := s.Answer(gone, proj, "t1", folded, nil)
+	if err != nil || !cmp.Equal(read, ViewOf(proj, turn)) {
+		t.Errorf("Answer without a Turn = %+v, %v; want the projections' view, %+v", read, err, ViewOf(proj, turn))
+	}
+}

@@ -61,7 +61,7 @@ func loadTurnSized(b *bolt.Bucket, project, turnID string) (turnRecord, int, err
 	if row != nil {
 		err = json.Unmarshal(row, &rec)
 	}
-	rec.View = turnView(project, &rec.Turn)
+	rec.View = ViewOf(project, &rec.Turn)
 	return rec, len(row), err
 }
 

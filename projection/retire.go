@@ -168,7 +168,7 @@ func (r retiredRow) retired(project, id string) RetiredTurn {
 		f := fromNano(r.Finished)
 		t.FinishedAt, rt.FinishedAt = &f, &f
 	}
-	rt.View = turnView(project, &t)
+	rt.View = ViewOf(project, &t)
 	return rt
 }
 

@@ -57,8 +57,9 @@ type Config struct {
 	// Now is the clock of a Projector's diagnostics.
 	Now func() time.Time
 	// CommitInterval is the longest a transaction of the projector stays
-	// open while events keep coming (Store.Fold): its events are answered
-	// as they are folded, and read once it commits. The projector commits
+	// open while events keep coming (Store.Fold): its events are read once
+	// it commits, or sooner when a read waits for one of them (commands
+	// are answered without it: Store.Answer). The projector commits
 	// sooner when the ledger has nothing more on its way. 0 commits every
 	// batch.
 	CommitInterval time.Duration
@@ -75,7 +76,7 @@ type Config struct {
 const DefaultMaxPageBytes = 4 << 20
 
 // DefaultCommitInterval is the default of Config.CommitInterval.
-const DefaultCommitInterval = 20 * time.Millisecond
+const DefaultCommitInterval = 100 * time.Millisecond
 
 // DefaultConfig returns the defaults: presence window 60s, open timeout 5s,
 // retry interval 1s, fsync on, commit interval 5 ms, pages of at most
