@@ -240,7 +240,7 @@ func (e *Engine) Fenced(ctx context.Context, project string, cmd kernel.Command)
 			cmd = s
 		}
 		// A Turn not finished is evolved in place, and stays whole when
-		// the command finishes it (Project.Turn then packs a copy).
+		// the command finishes it (the write model keeps a packed copy).
 		live := p.Turns[turnID]
 		seq, _, a, err := e.decideAppend(ctx, p, cmd)
 		if err != nil {
