@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/turnledger/turnledger/internal/graceful"
 	"github.com/turnledger/turnledger/internal/reqlog"
 )
 
@@ -46,6 +47,7 @@ func ListenAndServe(ctx context.Context, cfg Config, addr string, logger *slog.L
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
+	graceful.CloseFreshConns(hs) // a client's spare connection does not hold the stop up
 	fmt.Fprintf(out, "turnledger catalogue: %d cities, %d subcategories, %d partner keys; listening on http://%s%s\n",
 		len(cfg.Catalogue.Cities), len(cfg.Catalogue.Subcategories), len(cfg.Keys), ln.Addr(), Path)
 	done := make(chan error, 1)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/turnledger/turnledger/httpapi"
+	"github.com/turnledger/turnledger/internal/graceful"
 	"github.com/turnledger/turnledger/internal/throttle"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -99,46 +100,12 @@ func (l Limits) Listen(ln net.Listener) net.Listener {
 }
 
 // Server returns an HTTP server of h with serve's deadlines. Its Shutdown
-// closes at once the connections no request has arrived on, as it does
-// idle ones: net/http counts such a connection busy for its first five
-// seconds (a client's spare dial is one), so Shutdown would wait that long.
+// closes at once the connections no request has arrived on
+// (graceful.CloseFreshConns).
 func (l Limits) Server(h http.Handler) *http.Server {
-	fresh := &freshConns{conns: map[net.Conn]struct{}{}}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout, IdleTimeout: 2 * time.Minute,
-		ConnState: fresh.track}
-	hs.RegisterOnShutdown(fresh.closeAll)
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout, IdleTimeout: 2 * time.Minute}
+	graceful.CloseFreshConns(hs)
 	return hs
-}
-
-// freshConns are a server's connections in http.StateNew: accepted, with no
-// request read from them yet.
-type freshConns struct {
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool // the server is shutting down
-}
-
-func (f *freshConns) track(c net.Conn, st http.ConnState) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch {
-	case st == http.StateNew && f.closed:
-		c.Close()
-	case st == http.StateNew:
-		f.conns[c] = struct{}{}
-	default:
-		delete(f.conns, c)
-	}
-}
-
-func (f *freshConns) closeAll() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.closed = true
-	for c := range f.conns {
-		c.Close()
-		delete(f.conns, c)
-	}
 }
 
 // capListener holds Accept while MaxConns connections are open.

@@ -46,6 +46,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/turnledger/turnledger/authn"
+	"github.com/turnledger/turnledger/internal/graceful"
 )
 
 // Config configures an Issuer.
@@ -115,6 +116,7 @@ func New(cfg Config) (*Issuer, error) {
 // Serve serves the issuer on ln until ctx ends, then shuts down within 5 s.
 func (i *Issuer) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: i, ReadHeaderTimeout: 10 * time.Second}
+	graceful.CloseFreshConns(hs) // a client's spare connection does not hold the stop up
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

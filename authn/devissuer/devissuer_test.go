@@ -1,10 +1,12 @@
 package devissuer_test
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -148,5 +150,38 @@ func TestRefusals(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `name="email"`) {
 		t.Errorf("GET /sign-up = %d %s", resp.StatusCode, b)
+	}
+}
+
+// Serve stops cleanly while a client holds a connection it sent nothing on
+// (a spare dial), which net/http counts busy for the five seconds Serve
+// gives its stop.
+func TestServeStopsWithAClientsSpareConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss, err := devissuer.New(devissuer.Config{Origin: "http://" + ln.Addr().String(), RedirectOrigins: []string{app}, TokenTTL: 10 * time.Minute, Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- iss.Serve(ctx, ln) }()
+	spare, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spare.Close()
+	// Connections are accepted in order: once a later one is answered, the
+	// spare one is the server's.
+	resp, err := http.Get("http://" + ln.Addr().String() + "/.well-known/jwks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("Serve after its context ended = %v, want nil", err)
 	}
 }

@@ -275,3 +275,24 @@ func notThisMachine(t *testing.T) string {
 	t.Fatalf("every candidate address is one of this machine's: %v", addrs)
 	return ""
 }
+
+// TestCatalogueStopsWithAClientsSpareConnection: a connection a client
+// opened and sent nothing on (a spare dial) does not hold the stop up:
+// net/http counts it busy for five seconds, the stop's grace period, and
+// the server exited with "context deadline exceeded" (startCatalogue's
+// clean-up checks the server returned nil once cancelled).
+func TestCatalogueStopsWithAClientsSpareConnection(t *testing.T) {
+	var spare net.Conn
+	t.Cleanup(func() { spare.Close() }) // after the server's stop: clean-ups run last first
+	t.Setenv(catalogueKeysEnv, catalogue.HashKey("k1").String())
+	base := startCatalogue(t)
+	var err error
+	if spare, err = net.Dial("tcp", strings.TrimPrefix(base, "http://")); err != nil {
+		t.Fatal(err)
+	}
+	// Connections are accepted in order: once a later one is answered, the
+	// spare one is the server's.
+	if status, body := fetchListing(t, base+catalogue.Path+"?cityCode=PARIS", "k1"); status != 200 {
+		t.Fatalf("GET PARIS = %d %s", status, body)
+	}
+}
