@@ -123,7 +123,7 @@
 // write model holds it after the command's event (AsOf, the result's Turn;
 // projection.ViewOf shows it as the projections will), or, for a command
 // answered again from memory, reads it from the projector's overlay once
-// seq is folded; Server.waitFolded answers what reads nothing of the
+// seq is folded; Server.waitNear answers what reads nothing of the
 // projections. Both wait only while the projector is more than
 // projection.AnswerLag events behind seq (projection.Store.Answer,
 // WaitNear), so that commands cannot run far ahead of reads; a later read

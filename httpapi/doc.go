@@ -26,7 +26,7 @@
 //     model (engine.AsOf, shown by projection.ViewOf as the projections will
 //     show it), and a record its turn_seq, without waiting for the
 //     projector, unless the projector is more than projection.AnswerLag
-//     events behind (Server.turnAt, waitFolded: projection.Store.Answer,
+//     events behind (Server.turnAt, waitNear: projection.Store.Answer,
 //     WaitNear); a command the engine answers again from memory waits for
 //     the fold of its event and answers the projections' Turn. Other
 //     commands wait for the commit of their event (Server.wait, bounded by

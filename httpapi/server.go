@@ -388,11 +388,11 @@ func (s *Server) wait(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-// waitFolded is wait for the answer of a command that shows nothing of the
+// waitNear is wait for the answer of a command that shows nothing of the
 // projections: the projector need not have folded seq, only come within
 // projection.AnswerLag of it (Store.WaitNear), since every read waits for the
 // commit of what the engine has folded.
-func (s *Server) waitFolded(ctx context.Context, seq uint64) error {
+func (s *Server) waitNear(ctx context.Context, seq uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
 	defer cancel()
 	if err := s.store.WaitNear(ctx, seq); err != nil {

@@ -338,7 +338,7 @@ func (s *Server) appendRecord(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	if err := s.waitFolded(c.ctx, res.Seq); err != nil {
+	if err := s.waitNear(c.ctx, res.Seq); err != nil {
 		return err
 	}
 	return s.ok(w, recordResult{ProjectID: c.project, TurnID: id, TurnSeq: res.TurnSeq, StopRequested: res.StopRequested, LedgerSeq: res.Seq})

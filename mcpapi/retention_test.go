@@ -26,8 +26,8 @@ func TestRetiredTurnsAndFeedsBelowTheHorizon(t *testing.T) {
 		LedgerSeq uint64 `json:"ledger_seq"`
 	}
 	mustCall(t, worker, "finish_turn", map[string]any{"claim": c.Claim, "outcome": "succeeded"}, &fin)
-	// The answer waits for its event's fold; the retirement reads what the
-	// projections committed.
+	// The answer does not wait for the projections; the retirement reads
+	// what they committed, so wait for the commit of the finish.
 	if fin.LedgerSeq == 0 {
 		t.Fatal("finish_turn answered no ledger_seq")
 	}
