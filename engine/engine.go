@@ -241,8 +241,15 @@ func (e *Engine) slotAt(ctx context.Context, project string, fresh bool) (*slot,
 // acknowledged before a request arrived: a probe of the project's last
 // ledger_seq reads it there rather than on the ledger.
 func (e *Engine) soleWriter() bool {
+	_, ok := e.pipeliner()
+	return ok
+}
+
+// pipeliner returns the engine's ledger as a Pipeliner when it pipelines
+// (it is its stream's only writer), else false.
+func (e *Engine) pipeliner() (Pipeliner, bool) {
 	pl, ok := e.ledger.(Pipeliner)
-	return ok && pl.Pipelined()
+	return pl, ok && pl.Pipelined()
 }
 
 // newSlot makes the slot of a project, not loaded yet.

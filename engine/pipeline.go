@@ -67,8 +67,8 @@ func (a sentAppend) wait(ctx context.Context) error {
 // answer, when the ledger pipelines and p is the state of a slot whose lock
 // the caller holds; ok is false when it did not (append in sequence).
 func (e *Engine) sendAppend(ctx context.Context, p *kernel.Project, ev kernel.Event) (seq uint64, ok bool, err error) {
-	pl, can := e.ledger.(Pipeliner)
-	if !can || !pl.Pipelined() {
+	pl, can := e.pipeliner()
+	if !can {
 		return 0, false, nil
 	}
 	s := e.heldSlot(p)

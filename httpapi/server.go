@@ -383,9 +383,15 @@ func (s *Server) wait(ctx context.Context, seq uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
 	defer cancel()
 	if err := s.store.WaitFor(ctx, seq); err != nil {
-		return &statusError{kind: errUnavailable, msg: fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq), retryAfter: time.Second}
+		return notYet(seq)
 	}
 	return nil
+}
+
+// notYet is the answer of a command whose event at seq the projections
+// have not reached within Config.WaitTimeout: 503 with Retry-After.
+func notYet(seq uint64) error {
+	return &statusError{kind: errUnavailable, msg: fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq), retryAfter: time.Second}
 }
 
 // waitNear is wait for the answer of a command that shows nothing of the
@@ -396,7 +402,7 @@ func (s *Server) waitNear(ctx context.Context, seq uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
 	defer cancel()
 	if err := s.store.WaitNear(ctx, seq); err != nil {
-		return &statusError{kind: errUnavailable, msg: fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq), retryAfter: time.Second}
+		return notYet(seq)
 	}
 	return nil
 }
@@ -410,7 +416,7 @@ func (s *Server) turnAt(ctx context.Context, project, turnID string, seq uint64,
 	defer cancel()
 	v, err := s.store.Answer(ctx, project, turnID, seq, t)
 	if err != nil && ctx.Err() != nil || errors.Is(err, projection.ErrClosed) {
-		return v, &statusError{kind: errUnavailable, msg: fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq), retryAfter: time.Second}
+		return v, notYet(seq)
 	}
 	return v, err
 }
