@@ -30,8 +30,9 @@ import (
 // (so that a client tells history from new arrivals however the bytes are
 // split on the way), then waits on the projection's notification for the
 // project and sends what the next commit added. Every HeartbeatInterval it
-// writes a ": heartbeat" comment and checks the caller's credentials and read policy again; when they no longer
-// hold, it sends an "error" event with the usual error body and ends. Each
+// writes a ": heartbeat" comment and checks the caller's credentials and
+// read policy again; when they no longer hold, it sends an "error" event
+// with the usual error body and ends. Each
 // write must be taken by the client within WriteTimeout or the stream is cut:
 // the server reads a page only when the previous one was written, so a slow
 // client is disconnected, never buffered for.
