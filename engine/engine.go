@@ -120,13 +120,19 @@ func (c Config) Validate() error {
 // ledger, decides on it under the project's lock, appends with the expectation
 // that the project's last ledger_seq is the one folded, and evolves. A lost
 // race (another instance wrote) is caught up and decided again, so clients
-// see only real refusals. Projects never wait for each other.
+// see only real refusals. Projects never wait for each other's round trips
+// or loads; where the ledger pipelines, their commands decide and send one
+// at a time (pipeline.go).
 type Engine struct {
 	ledger Ledger
 	cfg    Config
 
 	mu       sync.Mutex
 	projects map[string]*slot
+
+	// order is held by a command from its decision to its append's send
+	// while the ledger pipelines (pipeline.go); taken under a slot's mu.
+	order sync.Mutex
 
 	snaps     Snapshots // nil: no snapshots (snapshot.go)
 	snapEvery uint64
@@ -282,7 +288,7 @@ func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64,
 		}
 		s.mu.RUnlock() // the state needs folding first (or forgetting): see below
 	}
-	seq, sent, err := e.doLocked(ctx, s, project, last, fn)
+	seq, sent, err := e.doLocked(ctx, s, project, last, readOnly, fn)
 	if readOnly {
 		return err
 	}
@@ -302,7 +308,7 @@ func (e *Engine) doOn(ctx context.Context, s *slot, project string, last uint64,
 // doLocked is doOn under the project's write lock; it also returns the
 // ledger_seq of the state fn ended on, and the appends fn sent without
 // waiting for their answers (pipeline.go).
-func (e *Engine) doLocked(ctx context.Context, s *slot, project string, last uint64, fn func(*kernel.Project) error) (seq uint64, sent []sentAppend, err error) {
+func (e *Engine) doLocked(ctx context.Context, s *slot, project string, last uint64, readOnly bool, fn func(*kernel.Project) error) (seq uint64, sent []sentAppend, err error) {
 	// Requests waiting for a last ledger_seq may take the answer of this
 	// command's append (lastseq.go).
 	appended := false
@@ -323,7 +329,7 @@ func (e *Engine) doLocked(ctx context.Context, s *slot, project string, last uin
 	}
 	before, k := s.p.Seq, s.probe.appending()
 	s.mine = &sent
-	err = fn(s.p)
+	err = e.inOrder(readOnly, s.p, fn)
 	s.mine = nil
 	if appended = s.p.Seq > before; appended {
 		// fn appended, after the lock was taken: every event acknowledged

@@ -26,6 +26,18 @@ import (
 // folded again from the ledger before the next decision (settle). A read
 // of the state (authentication, read policy) may see an event whose append
 // is not answered yet, as it may see one not yet durable.
+//
+// The pipelined appends of every project are one sequence: each is sent
+// expecting the stream's last ledger_seq to be the one before it, so the
+// ledger sends them one at a time, in the order of its guesses. Commands of
+// several projects deciding at once would only meet again at that send,
+// each holding its project's lock while it waits there; on a busy machine
+// the waiters form a convoy (a lock handed to a goroutine that must first
+// get a core), and the appends' answers wait behind them. So while the
+// ledger pipelines, a command decides and sends under the engine's order
+// lock, one project at a time (inOrder), as one project's commands always
+// have under its lock; a project's load, catch-up and waits for answers and
+// durability stay outside it (docs/speed.md has the measurements).
 
 // Pipeliner is a Ledger that sends an append and returns before the server
 // answers, where it is the only writer of its stream
@@ -83,6 +95,17 @@ func (e *Engine) sendAppend(ctx context.Context, p *kernel.Project, ev kernel.Ev
 	s.sent = append(s.sent, a)
 	*s.mine = append(*s.mine, a)
 	return seq, true, nil
+}
+
+// inOrder runs fn, a command's decision on p (not readOnly), under the
+// engine's order lock while the ledger pipelines; a read, or a command on a
+// ledger that appends in sequence, runs without it.
+func (e *Engine) inOrder(readOnly bool, p *kernel.Project, fn func(*kernel.Project) error) error {
+	if !readOnly && e.soleWriter() {
+		e.order.Lock()
+		defer e.order.Unlock()
+	}
+	return fn(p)
 }
 
 // heldSlot returns the slot whose state p is, when a command runs on it
