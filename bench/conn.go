@@ -28,6 +28,7 @@ type conn struct {
 	c    net.Conn
 	br   *bufio.Reader
 	req  bytes.Buffer
+	body []byte // the last answer's body; reused by the next (see RoundTrip)
 }
 
 // newConn returns a conn to base (an http:// URL without a path), or nil
@@ -42,7 +43,9 @@ func newConn(base string) *conn {
 
 // RoundTrip sends req on the connection and reads its answer whole. Any
 // failure closes the connection: what is left of an answer on it cannot be
-// told from the next.
+// told from the next. An answer's body of a known length is read into a
+// buffer the connection keeps and reuses for the next answer: the worker's
+// client reads each body whole before it sends its next request.
 func (c *conn) RoundTrip(req *http.Request) (_ *http.Response, err error) {
 	if req.Body != nil {
 		defer req.Body.Close()
@@ -84,7 +87,16 @@ func (c *conn) RoundTrip(req *http.Request) (_ *http.Response, err error) {
 	if err != nil {
 		return nil, err
 	}
-	body, err := io.ReadAll(resp.Body)
+	var body []byte
+	if n := resp.ContentLength; n >= 0 && n <= maxKeptBody {
+		if int64(cap(c.body)) < n {
+			c.body = make([]byte, n)
+		}
+		body = c.body[:n]
+		_, err = io.ReadFull(resp.Body, body)
+	} else {
+		body, err = io.ReadAll(resp.Body)
+	}
 	resp.Body.Close()
 	if err != nil {
 		return nil, err
@@ -103,6 +115,10 @@ func (c *conn) close() {
 		c.c = nil
 	}
 }
+
+// maxKeptBody is the largest answer's body a conn reads into its kept
+// buffer; larger ones (a feed page of big payloads) get one of their own.
+const maxKeptBody = 1 << 20
 
 // timeoutGrace is how long past the run's end a request may still take.
 const timeoutGrace = 30 * time.Second

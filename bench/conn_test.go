@@ -18,7 +18,8 @@ import (
 // TestConnPostsAsTheClientWould: a worker's conn, as the Transport of a
 // net/http Client, sends a POST the server reads as net/http's own
 // Transport would send it (path, headers, JSON body), hands back a 200
-// answer and another status with their bodies, keeps one connection while
+// answer, another status and a chunked answer with their bodies (each
+// exact, though the conn reuses its buffer), keeps one connection while
 // the server keeps it open, dials again after the server closes it, and
 // refuses a header that would split the request.
 func TestConnPostsAsTheClientWould(t *testing.T) {
@@ -40,6 +41,10 @@ func TestConnPostsAsTheClientWould(t *testing.T) {
 		case "/bad":
 			w.WriteHeader(http.StatusConflict)
 			w.Write([]byte(`{"error":"ConflictError"}` + "\n"))
+		case "/chunked":
+			w.Write([]byte(`{"part":1,`))
+			w.(http.Flusher).Flush() // no Content-Length: a chunked body
+			w.Write([]byte(`"rest":2}`))
 		case "/bye":
 			w.Header().Set("Connection", "close")
 			w.Write([]byte(`{}`))
@@ -96,11 +101,14 @@ func TestConnPostsAsTheClientWould(t *testing.T) {
 	if status, body, err := post(hdr, "/bad", map[string]any{}); err != nil || status != http.StatusConflict || strings.TrimSpace(string(body)) != `{"error":"ConflictError"}` {
 		t.Errorf("post /bad = %d %q, %v; want 409 with the body", status, body, err)
 	}
+	if status, body, err := post(hdr, "/chunked", map[string]any{}); err != nil || status != http.StatusOK || string(body) != `{"part":1,"rest":2}` {
+		t.Errorf("post /chunked = %d %q, %v; want 200 with the whole body", status, body, err)
+	}
 	if _, _, err := post(hdr, "/bye", map[string]any{}); err != nil {
 		t.Errorf("post /bye = %v", err)
 	}
 	if n := conns.Load(); n != 1 {
-		t.Errorf("%d connections for three requests on a kept-alive connection, want 1", n)
+		t.Errorf("%d connections for four requests on a kept-alive connection, want 1", n)
 	}
 	if _, _, err := post(hdr, "/again", map[string]any{"n": 1.0}); err != nil {
 		t.Errorf("post /again after the server closed = %v", err)
@@ -114,6 +122,7 @@ func TestConnPostsAsTheClientWould(t *testing.T) {
 	want := []seen{
 		{"POST", "/a", "Bearer x", "application/json", map[string]any{"k": "v"}},
 		{"POST", "/bad", "Bearer x", "application/json", map[string]any{}},
+		{"POST", "/chunked", "Bearer x", "application/json", map[string]any{}},
 		{"POST", "/bye", "Bearer x", "application/json", map[string]any{}},
 		{"POST", "/again", "Bearer x", "application/json", map[string]any{"n": 1.0}},
 	}
