@@ -80,19 +80,26 @@ func newAIOSyncer() (*aioSyncer, error) {
 	return &aioSyncer{ctx: ctx, ev: os.NewFile(uintptr(fd), "aio-completions"), efd: fd}, nil
 }
 
-// errAIOUnsupported is a submission the kernel refused as a whole: the
-// file system takes no asynchronous fsync. Nothing was submitted.
-var errAIOUnsupported = errors.New("ledger: the kernel takes no asynchronous fsync of these files")
+// errAIOUnsupported is a submission the kernel refused as a whole (the file
+// system takes no asynchronous fsync, or the context cannot take more):
+// nothing was submitted.
+var errAIOUnsupported = errors.New("ledger: the kernel took no asynchronous fsync of these files")
+
+// errAIOBroken is a sync whose completions could not all be taken: what is
+// left of them would be counted for the next sync's, so the aioSyncer must
+// not be used again.
+var errAIOBroken = errors.New("ledger: asynchronous fsync lost track of its completions")
 
 // sync fsyncs every file and returns once all are done: nil when every
 // fsync succeeded, else the first error. errAIOUnsupported means the kernel
-// refused a submission whole: the caller fsyncs every file plainly.
+// refused a submission whole: the caller fsyncs every file plainly;
+// errAIOBroken that the aioSyncer must not be used again.
 func (a *aioSyncer) sync(files []*os.File) error {
 	var first error
 	for len(files) > 0 {
 		n := min(len(files), aioMaxFiles)
 		err := a.syncBatch(files[:n])
-		if errors.Is(err, errAIOUnsupported) {
+		if errors.Is(err, errAIOUnsupported) || errors.Is(err, errAIOBroken) {
 			return err
 		}
 		if first == nil {
@@ -112,10 +119,9 @@ func (a *aioSyncer) syncBatch(files []*os.File) error {
 	}
 	r, _, errno := unix.Syscall(unix.SYS_IO_SUBMIT, a.ctx, uintptr(len(ptrs)), uintptr(unsafe.Pointer(&ptrs[0])))
 	if errno != 0 {
-		if errno == syscall.EINVAL || errno == syscall.EOPNOTSUPP || errno == syscall.ENOSYS {
-			return errAIOUnsupported
-		}
-		return fmt.Errorf("io_submit: %w", errno)
+		// Nothing was submitted (EINVAL: a file that takes no asynchronous
+		// fsync; EAGAIN, EBADF, ENOSYS...): the caller fsyncs plainly.
+		return fmt.Errorf("%w: io_submit: %w", errAIOUnsupported, errno)
 	}
 	submitted := int(r)
 	var first error
@@ -127,7 +133,7 @@ func (a *aioSyncer) syncBatch(files []*os.File) error {
 	var buf [8]byte
 	for done := 0; done < submitted; {
 		if _, err := a.ev.Read(buf[:]); err != nil {
-			return fmt.Errorf("aio completions: %w", err)
+			return fmt.Errorf("%w: %w", errAIOBroken, err)
 		}
 		done += int(binary.NativeEndian.Uint64(buf[:]))
 	}
@@ -138,7 +144,7 @@ func (a *aioSyncer) syncBatch(files []*os.File) error {
 			continue
 		}
 		if errno != 0 {
-			return fmt.Errorf("io_getevents: %w", errno)
+			return fmt.Errorf("%w: io_getevents: %w", errAIOBroken, errno)
 		}
 		got += int(r)
 	}

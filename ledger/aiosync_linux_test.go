@@ -89,3 +89,26 @@ func TestAnFsyncTheKernelRefusesIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupSyncFallsBackWhenAIOFails: when the kernel takes no submission
+// of the group commit's AIO (here its completions' eventfd is gone), the
+// fsync is made plainly, succeeds, and AIO is not used again.
+func TestGroupSyncFallsBackWhenAIOFails(t *testing.T) {
+	g := &groupSync{files: map[int]*os.File{}}
+	g.aio, _ = newAIOSyncer() // nil where the kernel has none: plain already
+	defer g.close()
+	if g.aio != nil {
+		g.aio.ev.Close() // io_submit now refuses the completions' descriptor
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "1.blk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := g.syncFiles([]*os.File{f}); err != nil {
+		t.Fatalf("fsync with the AIO context unusable = %v, want a plain fsync's nil", err)
+	}
+	if g.aio != nil {
+		t.Error("the group commit still submits to an AIO context the kernel refused")
+	}
+}

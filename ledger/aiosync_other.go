@@ -10,7 +10,10 @@ import (
 // aioSyncer is Linux's: elsewhere the group commit fsyncs plainly.
 type aioSyncer struct{}
 
-var errAIOUnsupported = errors.New("ledger: asynchronous fsync is Linux's")
+var (
+	errAIOUnsupported = errors.New("ledger: asynchronous fsync is Linux's")
+	errAIOBroken      = errors.New("ledger: asynchronous fsync lost track of its completions")
+)
 
 func newAIOSyncer() (*aioSyncer, error) { return nil, errAIOUnsupported }
 

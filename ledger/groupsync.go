@@ -172,7 +172,7 @@ func (g *groupSync) fsync() error {
 		return fmt.Errorf("ledger: group commit: %w", err)
 	}
 	top, grew := g.top, false
-	var sync []*os.File
+	var blocks []*os.File
 	for _, ent := range ents {
 		name := ent.Name()
 		if !strings.HasSuffix(name, ".blk") {
@@ -191,15 +191,15 @@ func (g *groupSync) fsync() error {
 			}
 			g.files[i] = f
 		}
-		sync = append(sync, f)
+		blocks = append(blocks, f)
 		if i > top {
 			top, grew = i, true
 		}
 	}
-	if len(sync) == 0 && g.seen.Load() > 0 {
+	if len(blocks) == 0 && g.seen.Load() > 0 {
 		return fmt.Errorf("ledger: group commit: no block file in %s, where the embedded server keeps the stream's messages", g.dir)
 	}
-	if err := g.syncFiles(sync); err != nil {
+	if err := g.syncFiles(blocks); err != nil {
 		return fmt.Errorf("ledger: group commit: %w", err)
 	}
 	if grew || g.top == 0 {
@@ -224,15 +224,23 @@ func (g *groupSync) fsync() error {
 }
 
 // syncFiles fsyncs the files, all at once through AIO where the kernel
-// takes it, else one after another.
+// takes it, else one after another. AIO refused by the kernel is given up
+// for plain fsyncs at once; AIO that failed in itself (its completions not
+// all taken) is given up after failing this fsync.
 func (g *groupSync) syncFiles(files []*os.File) error {
 	if g.aio != nil {
 		err := g.aio.sync(files)
-		if !errors.Is(err, errAIOUnsupported) {
+		switch {
+		case errors.Is(err, errAIOUnsupported):
+			g.aio.close()
+			g.aio = nil
+		case errors.Is(err, errAIOBroken):
+			g.aio.close()
+			g.aio = nil
+			return err
+		default:
 			return err
 		}
-		g.aio.close()
-		g.aio = nil
 	}
 	for _, f := range files {
 		if err := f.Sync(); err != nil {
