@@ -80,9 +80,9 @@ func registerIn(ctx context.Context, e *engine.Engine, project, id string) error
 // TestPipelinedProjectsDecideAndSendOneAtATime: where the ledger pipelines,
 // every project's appends are one sequence on the stream, and commands of
 // several projects decide and send one at a time. While a command of p1 is
-// between its decision and its send, a command of p2 waits for it, and
-// reads go on: of p2, and of p3, which the engine has not loaded yet and
-// loads meanwhile.
+// between its decision and its send, reads of other projects go on (of p2,
+// and of p3, which the engine has not loaded yet and loads meanwhile), and
+// a command of p2 waits for it.
 func TestPipelinedProjectsDecideAndSendOneAtATime(t *testing.T) {
 	emb := startEmbedded(t, true)
 	_, l, err := emb.Open(t.Context(), ledger.DefaultConfig())
@@ -111,7 +111,6 @@ func TestPipelinedProjectsDecideAndSendOneAtATime(t *testing.T) {
 	errs := make(chan error, 2)
 	go func() { errs <- registerIn(t.Context(), e, "p1", "a") }()
 	<-h.hold
-	go func() { errs <- registerIn(t.Context(), e, "p2", "b") }()
 
 	for _, p := range []string{"p2", "p3"} {
 		agents := 0
@@ -122,8 +121,10 @@ func TestPipelinedProjectsDecideAndSendOneAtATime(t *testing.T) {
 			t.Errorf("%s read while p1's command was held shows %d agents, want 1", p, agents)
 		}
 	}
-	// p2's command is under way by now; it must not reach the ledger
-	// before p1's send has returned.
+	// p2's command, started now, must not reach the ledger before p1's
+	// send has returned. (Reads of p2 would now wait behind it, as they
+	// wait behind any command of p2 deciding.)
+	go func() { errs <- registerIn(t.Context(), e, "p2", "b") }()
 	time.Sleep(100 * time.Millisecond)
 	close(h.release)
 	for range 2 {
