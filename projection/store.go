@@ -79,8 +79,8 @@ const DefaultMaxPageBytes = 4 << 20
 const DefaultCommitInterval = 100 * time.Millisecond
 
 // DefaultConfig returns the defaults: presence window 60s, open timeout 5s,
-// retry interval 1s, fsync on, commit interval DefaultCommitInterval, pages of at most
-// DefaultMaxPageBytes.
+// retry interval 1s, fsync on, commit interval DefaultCommitInterval, pages
+// of at most DefaultMaxPageBytes.
 func DefaultConfig() Config {
 	return Config{
 		PresenceWindow: kernel.PresenceWindow,
