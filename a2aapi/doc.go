@@ -19,7 +19,8 @@
 // names an agent of the path's project (X-Svc-Project-Id and
 // X-Svc-Agent-Id are optional and must match when sent). A refusal of the
 // credential is a 401 (403 for a header that does not match, 429 when
-// throttled as the HTTP API throttles) with the HTTP API's {error, message}
+// throttled as the HTTP API throttles, in its buckets when serve mounts it:
+// Config.AuthGuard) with the HTTP API's {error, message}
 // body, before any A2A binding reads the request.
 //
 // # Tasks

@@ -60,13 +60,13 @@ func (s *Server) isAdmin(r *http.Request) bool {
 // project must be the path's.
 func (s *Server) authenticate(ctx context.Context, r *http.Request, project string) (kernel.Caller, error) {
 	agent := r.Header.Get(HeaderAgent)
-	if err := s.checkThrottle(r, project, agent); err != nil {
+	if err := s.admit(r, project, agent, func() bool {
 		// Whoever else fails at this address, a valid credential is served:
 		// one the engine knows passes on to the full check.
 		token, ok := bearer(r)
-		if !ok || agent == "" || !s.engine.KnownCredential(project, agent, token) {
-			return kernel.Caller{}, err
-		}
+		return ok && agent != "" && s.engine.KnownCredential(project, agent, token)
+	}); err != nil {
+		return kernel.Caller{}, err
 	}
 	c, err := s.verify(ctx, r, project)
 	if err != nil && kernel.ErrorKind(err) == kernel.Unauthorized {

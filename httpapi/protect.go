@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/turnledger/turnledger/internal/faceauth"
 	"github.com/turnledger/turnledger/internal/throttle"
 )
 
@@ -20,8 +21,10 @@ import (
 //     off, and nothing queues without bound. /healthz and /readyz are never
 //     shed.
 //   - Failed authentication is throttled by token buckets
-//     (Config.AuthFailures): one per remote address, one per claimed agent
-//     (project and X-Svc-Agent-Id). Each failure takes a token; a request
+//     (Config.AuthFailures, or Config.AuthGuard shared with the MCP and A2A
+//     endpoints, so that an address has one budget whichever face it tries
+//     a token on): one per remote address, one per claimed agent (project
+//     and X-Svc-Agent-Id). Each failure takes a token; a request
 //     from an address whose bucket is empty is answered 429
 //     TooManyRequestsError with Retry-After, unless its credential is one
 //     the engine knows as valid (engine.KnownCredential: a hash look-up in
@@ -126,31 +129,21 @@ func (s *Server) InFlight(project string) int {
 	return 0
 }
 
-func addrKey(r *http.Request) string        { return "addr\x00" + throttle.RemoteHost(r) }
-func agentKey(project, agent string) string { return "agent\x00" + project + "\x00" + agent }
-func throttled(wait time.Duration, why string) error {
-	return &statusError{errThrottled, "too many failed authentications " + why + "; retry after the time in Retry-After", wait}
-}
-
-// checkThrottle refuses a request whose address, or whose claimed agent
-// (from an address that failed recently), has no failure tokens left.
-func (s *Server) checkThrottle(r *http.Request, project, agent string) error {
-	aw, addrFailed := s.authFails.Wait(addrKey(r))
-	if aw > 0 {
-		return throttled(aw, "from this address")
+// admit refuses, 429 with Retry-After, a request whose address, or whose
+// claimed agent (from an address that failed recently), has no failure
+// tokens left, unless known (nil: never) reports that its credential is one
+// the engine knows.
+func (s *Server) admit(r *http.Request, project, agent string, known func() bool) error {
+	if known == nil {
+		known = func() bool { return false }
 	}
-	if agent != "" && addrFailed {
-		if gw, _ := s.authFails.Wait(agentKey(project, agent)); gw > 0 {
-			return throttled(gw, "for this agent")
-		}
+	if t, ok := s.fails.Admit(r, project, agent, known).(*faceauth.Throttled); ok {
+		return &statusError{errThrottled, t.Error(), t.Wait}
 	}
 	return nil
 }
 
 // authFailed records a failed authentication of r.
 func (s *Server) authFailed(r *http.Request, project, agent string) {
-	s.authFails.Fail(addrKey(r))
-	if agent != "" {
-		s.authFails.Fail(agentKey(project, agent))
-	}
+	s.fails.Fail(r, project, agent)
 }

@@ -16,9 +16,9 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/turnledger/turnledger/engine"
+	"github.com/turnledger/turnledger/internal/faceauth"
 	"github.com/turnledger/turnledger/internal/inflight"
 	"github.com/turnledger/turnledger/internal/jsonhttp"
-	"github.com/turnledger/turnledger/internal/throttle"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/projection"
 )
@@ -54,6 +54,11 @@ type Config struct {
 	// AuthFailures is the token bucket of failed authentications, per remote
 	// address and per claimed agent (a zero Rate turns throttling off).
 	AuthFailures Rate
+	// AuthGuard, when set, is the throttle of failed authentications the
+	// API shares with the other faces of the instance (serve gives the MCP
+	// and A2A endpoints the same one), in place of one of its own of
+	// AuthFailures.
+	AuthGuard *faceauth.Guard
 	// PublicURL is the URL people reach this API at (behind a proxy, say),
 	// the base of the input_url a suspend for input answers. Empty: the
 	// scheme and Host of the request that suspended.
@@ -151,8 +156,8 @@ type Server struct {
 	push   *push // long polls and event streams (longpoll.go, sse.go)
 	router *verbRouter
 
-	shed      *shedder
-	authFails *throttle.Buckets
+	shed  *shedder
+	fails *faceauth.Guard // the throttle of failed authentications
 }
 
 // New returns the API server.
@@ -161,7 +166,10 @@ func New(engine *engine.Engine, store *projection.Store, cfg Config) (*Server, e
 		return nil, err
 	}
 	s := &Server{engine: engine, store: store, cfg: cfg, log: cfg.Logger,
-		shed: newShedder(cfg.MaxInFlight, cfg.MaxProjectInFlight), authFails: throttle.New(cfg.AuthFailures, cfg.Now)}
+		shed: newShedder(cfg.MaxInFlight, cfg.MaxProjectInFlight), fails: cfg.AuthGuard}
+	if s.fails == nil {
+		s.fails = faceauth.NewGuard(cfg.AuthFailures, cfg.Now)
+	}
 	s.router = newVerbRouter(http.HandlerFunc(s.notFound), http.HandlerFunc(s.methodNotAllowed), s.panicked)
 	s.push = newPush()
 	s.handleRoutes()
@@ -259,7 +267,7 @@ func (s *Server) projectRoute(h handler, inputTokens bool) httprouter.Handle {
 			}
 			if tok, ok := bearer(r); inputTokens && ok && strings.HasPrefix(tok, engine.InputTokenPrefix) &&
 				r.Header.Get(HeaderAgent) == "" && r.Header.Get(HeaderProject) == "" {
-				if err := s.checkThrottle(r, c.project, ""); err != nil {
+				if err := s.admit(r, c.project, "", nil); err != nil {
 					return err
 				}
 				c.inputToken = tok
@@ -322,7 +330,7 @@ func (s *Server) admin(h handler) httprouter.Handle {
 			}
 			return kernel.Errorf(kernel.Unauthorized, "the admin surface requires Authorization: Bearer <admin token>")
 		}
-		if err := s.checkThrottle(c.r, "", ""); err != nil {
+		if err := s.admit(c.r, "", "", nil); err != nil {
 			return err
 		}
 		if !s.isAdmin(c.r) {

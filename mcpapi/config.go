@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/turnledger/turnledger/internal/faceauth"
 	"github.com/turnledger/turnledger/internal/throttle"
 )
 
@@ -33,6 +34,11 @@ type Config struct {
 	// AuthFailures is the token bucket of failed authentications, per remote
 	// address and per agent (a zero Rate turns throttling off).
 	AuthFailures throttle.Rate
+	// AuthGuard, when set, is the throttle of failed authentications the
+	// endpoint shares with the other faces of the instance (serve gives the
+	// HTTP API and the MCP and A2A endpoints one), in place of one of its
+	// own of AuthFailures.
+	AuthGuard *faceauth.Guard
 	// Now is the clock of the read policy and of the throttle.
 	Now    func() time.Time
 	Logger *slog.Logger

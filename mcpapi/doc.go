@@ -24,8 +24,8 @@
 // The server's own origin is Config.PublicURL's, or the Host's when it is an
 // IP address or localhost (never a DNS name the request merely names).
 // Failed authentications are throttled per address and per agent as in the
-// HTTP API (internal/throttle); a credential the engine knows is never
-// refused by the throttle.
+// HTTP API, in the same buckets when serve mounts it (Config.AuthGuard); a
+// credential the engine knows is never refused by the throttle.
 //
 // Mounted behind httpapi (httpapi.Mount with ProjectOf), a request counts
 // against the instance's and its project's in-flight bounds; one that waits

@@ -36,6 +36,7 @@ import (
 	"github.com/turnledger/turnledger/console"
 	"github.com/turnledger/turnledger/engine"
 	"github.com/turnledger/turnledger/httpapi"
+	"github.com/turnledger/turnledger/internal/faceauth"
 	"github.com/turnledger/turnledger/kernel"
 	"github.com/turnledger/turnledger/ledger"
 	"github.com/turnledger/turnledger/mcpapi"
@@ -266,14 +267,17 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	hcfg.Logger = cfg.Logger
 	hcfg.PublicURL = cfg.PublicURL
 	cfg.Limits.apply(&hcfg)
+	// One throttle of failed authentications for every face: an address
+	// has one budget of wrong tokens, whichever face it tries them on.
+	hcfg.AuthGuard = faceauth.NewGuard(hcfg.AuthFailures, hcfg.Now)
 	mcfg := mcpapi.DefaultConfig()
-	mcfg.Now, mcfg.Logger, mcfg.MaxBodyBytes, mcfg.AuthFailures = hcfg.Now, hcfg.Logger, hcfg.MaxBodyBytes, hcfg.AuthFailures
+	mcfg.Now, mcfg.Logger, mcfg.MaxBodyBytes, mcfg.AuthGuard = hcfg.Now, hcfg.Logger, hcfg.MaxBodyBytes, hcfg.AuthGuard
 	mcfg.AllowedOrigins, mcfg.PublicURL = cfg.MCPOrigins, cfg.PublicURL
 	if s.mcp, err = mcpapi.New(s.engine, s.store, mcfg); err != nil {
 		return nil, err
 	}
 	acfg := a2aapi.DefaultConfig()
-	acfg.Now, acfg.Logger, acfg.MaxBodyBytes, acfg.AuthFailures, acfg.PublicURL = hcfg.Now, hcfg.Logger, hcfg.MaxBodyBytes, hcfg.AuthFailures, cfg.PublicURL
+	acfg.Now, acfg.Logger, acfg.MaxBodyBytes, acfg.AuthGuard, acfg.PublicURL = hcfg.Now, hcfg.Logger, hcfg.MaxBodyBytes, hcfg.AuthGuard, cfg.PublicURL
 	if s.a2a, err = a2aapi.New(s.engine, s.store, acfg); err != nil {
 		return nil, err
 	}

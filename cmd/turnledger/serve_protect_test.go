@@ -354,3 +354,68 @@ func TestServeThrottlesAWrongTokenFlood(t *testing.T) {
 		t.Errorf("the admin from its own address = %+v, want 200", a)
 	}
 }
+
+// TestServeFacesShareOneFailedAuthThrottle: the HTTP API, the MCP endpoint
+// and the A2A endpoint of one serve count failed authentications in one
+// throttle, so that an address spends one burst of wrong tokens whichever
+// face it tries them on, not a burst on each; a valid credential is served
+// on every face from the throttled address all the same.
+func TestServeFacesShareOneFailedAuthThrottle(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := startEngine(t, dir, "127.0.0.1:0", "--auth-failure-burst", "3", "--auth-failure-every", "1h", "--reap-interval", "0")
+	admin := adminClient(t, base, dir)
+	real := agentClient(t, admin, "p", "w", 1)
+	token := strings.TrimPrefix(real.headers["Authorization"], "Bearer ")
+	attacker := fromAddr("127.0.0.3")
+
+	// One request of each face with a token, from the attacker's address.
+	faces := map[string]func(token string) int{
+		"HTTP": func(token string) int {
+			c := client{t: t, base: base, headers: map[string]string{"X-Svc-Project-Id": "p", "X-Svc-Agent-Id": "w", "Authorization": "Bearer " + token}}
+			return c.send(attacker, "GET", "/v3r1/projects/p/agents/w", nil).status
+		},
+		"MCP": func(token string) int {
+			body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+			req, _ := http.NewRequest("POST", base+"/mcp/projects/p/agents/w", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", "tools/list")
+			req.Header.Set("Authorization", "Bearer "+token)
+			return statusOf(t, attacker, req)
+		},
+		"A2A": func(token string) int {
+			req, _ := http.NewRequest("GET", base+"/a2a/projects/p/agents/w/.well-known/agent-card.json", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			return statusOf(t, attacker, req)
+		},
+	}
+	order := []string{"HTTP", "MCP", "A2A"}
+	// The burst of three, one wrong token on each face: each is 401.
+	for _, face := range order {
+		if got := faces[face]("tla_wrong"); got != http.StatusUnauthorized {
+			t.Errorf("the first wrong token on %s = %d, want 401", face, got)
+		}
+	}
+	// The burst is spent on every face, not only on the one that spent it.
+	for _, face := range order {
+		if got := faces[face]("tla_wrong"); got != http.StatusTooManyRequests {
+			t.Errorf("a wrong token on %s after three on the three faces = %d, want 429", face, got)
+		}
+		if got := faces[face](token); got != http.StatusOK {
+			t.Errorf("the agent's own token on %s from the throttled address = %d, want 200", face, got)
+		}
+	}
+}
+
+// statusOf sends req through hc and returns its status.
+func statusOf(t *testing.T, hc *http.Client, req *http.Request) int {
+	t.Helper()
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}

@@ -1,9 +1,9 @@
-// Package faceauth is what the faces mounted beside the HTTP API (the MCP
-// and A2A endpoints) share to authenticate a bearer and to refuse a request
-// as the HTTP API does (httpapi/auth.go, httpapi/protect.go,
+// Package faceauth is what the faces of an instance share to authenticate a
+// bearer and to refuse a request as the HTTP API does (httpapi/auth.go,
 // httpapi/errors.go): the bearer token of a request, the throttle of failed
-// authentications per address and per endpoint (internal/throttle), the
-// {error, message} of an error, and the wait for the projections.
+// authentications per address and per claimed agent (internal/throttle; one
+// Guard for the HTTP API and the MCP and A2A endpoints mounted beside it),
+// the {error, message} of an error, and the wait for the projections.
 package faceauth
 
 import (
@@ -36,15 +36,21 @@ func Bearer(r *http.Request) (string, bool) {
 	return strings.TrimSpace(token), true
 }
 
-// Throttled is a throttled authentication, with how long to wait.
-type Throttled struct{ Wait time.Duration }
-
-func (e *Throttled) Error() string {
-	return "too many failed authentications; retry after the time in Retry-After"
+// Throttled is a throttled authentication, with how long to wait and whose
+// failures throttle it ("from this address", "for this agent").
+type Throttled struct {
+	Wait time.Duration
+	Why  string
 }
 
-// Guard throttles failed authentications by remote address and by endpoint
-// (a project's agent). Safe for concurrent use.
+func (e *Throttled) Error() string {
+	return "too many failed authentications " + e.Why + "; retry after the time in Retry-After"
+}
+
+// Guard throttles failed authentications by remote address and by claimed
+// agent. One Guard serves every face of an instance (the HTTP API, MCP,
+// A2A), so that an address has one budget of failures whichever face it
+// tries a token on. Safe for concurrent use.
 type Guard struct{ fails *throttle.Buckets }
 
 // NewGuard returns a Guard of the rate (a zero Rate turns it off).
@@ -55,29 +61,36 @@ func NewGuard(rate throttle.Rate, now func() time.Time) *Guard {
 func addrKey(r *http.Request) string        { return "addr\x00" + throttle.RemoteHost(r) }
 func agentKey(project, agent string) string { return "agent\x00" + project + "\x00" + agent }
 
-// Admit returns a *Throttled when the request's address, or else the
-// endpoint, failed too often lately, unless known reports that the token
-// sent is a credential the engine knows: a valid credential is served
-// whoever else fails.
+// Admit returns a *Throttled when the request's address failed too often
+// lately, or when it failed at all and the agent it names (if any) failed
+// too often, unless known reports that the token sent is a credential the
+// engine knows: a valid credential is served whoever else fails at its
+// address (a laptop, a NAT, a proxy). An agent's failures so throttle only
+// addresses that failed themselves.
 func (g *Guard) Admit(r *http.Request, project, agent string, known func() bool) error {
 	aw, addrFailed := g.fails.Wait(addrKey(r))
-	if aw == 0 && !addrFailed {
+	var t *Throttled
+	switch {
+	case aw > 0:
+		t = &Throttled{aw, "from this address"}
+	case agent != "" && addrFailed:
+		if gw, _ := g.fails.Wait(agentKey(project, agent)); gw > 0 {
+			t = &Throttled{gw, "for this agent"}
+		}
+	}
+	if t == nil || known() {
 		return nil
 	}
-	wait := aw
-	if wait == 0 {
-		wait, _ = g.fails.Wait(agentKey(project, agent))
-	}
-	if wait > 0 && !known() {
-		return &Throttled{wait}
-	}
-	return nil
+	return t
 }
 
-// Fail counts a failed authentication of the request at the endpoint.
+// Fail counts a failed authentication of the request, at the agent it
+// names (if any).
 func (g *Guard) Fail(r *http.Request, project, agent string) {
 	g.fails.Fail(addrKey(r))
-	g.fails.Fail(agentKey(project, agent))
+	if agent != "" {
+		g.fails.Fail(agentKey(project, agent))
+	}
 }
 
 // CheckHeaders refuses the HTTP API's identity headers when one is sent

@@ -48,8 +48,8 @@ func TestGuard(t *testing.T) {
 		g.Fail(r, "p", "a")
 	}
 	var te *Throttled
-	if err := g.Admit(r, "p", "a", unknown); !errors.As(err, &te) || te.Wait <= 0 {
-		t.Errorf("Admit past the burst = %v, want Throttled with a wait", err)
+	if err := g.Admit(r, "p", "a", unknown); !errors.As(err, &te) || te.Wait <= 0 || te.Why != "from this address" {
+		t.Errorf("Admit past the burst = %v, want Throttled from this address with a wait", err)
 	}
 	if err := g.Admit(r, "p", "a", known); err != nil {
 		t.Errorf("Admit of a known credential past the burst = %v, want nil", err)
@@ -58,6 +58,18 @@ func TestGuard(t *testing.T) {
 	other.RemoteAddr = "192.0.2.9:1234"
 	if err := g.Admit(other, "p", "a", unknown); err != nil {
 		t.Errorf("Admit from a fresh address = %v, want nil", err)
+	}
+	// Once it failed itself, the fresh address is refused for the agent
+	// whose burst is spent, but not for another agent, nor without one
+	// (a request that names no agent spends no agent's tokens).
+	g.Fail(other, "p", "")
+	if err := g.Admit(other, "p", "a", unknown); !errors.As(err, &te) || te.Why != "for this agent" {
+		t.Errorf("Admit for the spent agent from an address that failed = %v, want Throttled for this agent", err)
+	}
+	for _, agent := range []string{"b", ""} {
+		if err := g.Admit(other, "p", agent, unknown); err != nil {
+			t.Errorf("Admit for agent %q from an address that failed once = %v, want nil", agent, err)
+		}
 	}
 }
 
