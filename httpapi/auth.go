@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/turnledger/turnledger/internal/faceauth"
 	"github.com/turnledger/turnledger/kernel"
 )
 
@@ -34,21 +35,9 @@ func callerFrom(ctx context.Context) (kernel.Caller, error) {
 	return c, nil
 }
 
-func bearer(r *http.Request) (string, bool) {
-	if len(r.Header.Values("Authorization")) != 1 {
-		return "", false
-	}
-	h := r.Header.Get("Authorization")
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return "", false
-	}
-	return strings.TrimSpace(token), true
-}
-
 // isAdmin reports whether the request carries the admin bearer.
 func (s *Server) isAdmin(r *http.Request) bool {
-	token, ok := bearer(r)
+	token, ok := faceauth.Bearer(r)
 	if !ok || s.cfg.AdminTokenHash == "" {
 		return false
 	}
@@ -63,7 +52,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, project stri
 	if err := s.admit(r, project, agent, func() bool {
 		// Whoever else fails at this address, a valid credential is served:
 		// one the engine knows passes on to the full check.
-		token, ok := bearer(r)
+		token, ok := faceauth.Bearer(r)
 		return ok && agent != "" && s.engine.KnownCredential(project, agent, token)
 	}); err != nil {
 		return kernel.Caller{}, err
@@ -84,7 +73,7 @@ func (s *Server) verify(ctx context.Context, r *http.Request, project string) (k
 	}
 	agent := r.Header.Get(HeaderAgent)
 	hp := r.Header.Get(HeaderProject)
-	token, ok := bearer(r)
+	token, ok := faceauth.Bearer(r)
 	if agent == "" && hp == "" {
 		if ok && s.isAdmin(r) {
 			return kernel.Caller{Admin: true}, nil

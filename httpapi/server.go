@@ -265,7 +265,7 @@ func (s *Server) projectRoute(h handler, inputTokens bool) httprouter.Handle {
 			if !inflight.Hold(c.ctx, release) {
 				defer release()
 			}
-			if tok, ok := bearer(r); inputTokens && ok && strings.HasPrefix(tok, engine.InputTokenPrefix) &&
+			if tok, ok := faceauth.Bearer(r); inputTokens && ok && strings.HasPrefix(tok, engine.InputTokenPrefix) &&
 				r.Header.Get(HeaderAgent) == "" && r.Header.Get(HeaderProject) == "" {
 				if err := s.admit(r, c.project, "", nil); err != nil {
 					return err
@@ -324,7 +324,7 @@ func (s *Server) public(h handler) httprouter.Handle {
 // admin wraps a handler of the admin surface: the admin bearer is required.
 func (s *Server) admin(h handler) httprouter.Handle {
 	return s.public(func(w http.ResponseWriter, c *call) error {
-		if _, ok := bearer(c.r); !ok {
+		if _, ok := faceauth.Bearer(c.r); !ok {
 			if msg := bearerProblem(c.r); msg != "" {
 				return kernel.Errorf(kernel.Unauthorized, "%s; the admin surface requires Authorization: Bearer <admin token>", msg)
 			}
