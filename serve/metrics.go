@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -191,17 +192,12 @@ func (l timedLedger) Pipelined() bool {
 }
 
 // AppendAsync times a pipelined append from its send to its answer, as
-// read by the first call of result.
+// read by the first call of result. The engine calls it only when
+// Pipelined, so the ledger is a Pipeliner.
 func (l timedLedger) AppendAsync(ctx context.Context, project string, expectLast uint64, e kernel.Event) (uint64, <-chan struct{}, func() error, error) {
 	p, ok := l.Ledger.(engine.Pipeliner)
 	if !ok {
-		seq, err := l.Append(ctx, project, expectLast, e)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		done := make(chan struct{})
-		close(done)
-		return seq, done, func() error { return nil }, nil
+		return 0, nil, nil, errors.New("serve: a pipelined append on a ledger that does not pipeline")
 	}
 	start := time.Now()
 	seq, answered, result, err := p.AppendAsync(ctx, project, expectLast, e)
