@@ -553,8 +553,11 @@ func TestCredentialTokensRequestKeepsSpecOnALaggingInstance(t *testing.T) {
 
 	// The stalled instance issues the credential on the ledger, then cannot
 	// show it: its projections never get there.
-	wantStatus(t, "request on the stalled instance", stalled.do(asAdmin, "POST", "/admin/v1/projects/p1/agent-credential-tokens:request",
-		map[string]any{"agent_id": "boot"}), 503, "ServiceUnavailableError")
+	r := stalled.do(asAdmin, "POST", "/admin/v1/projects/p1/agent-credential-tokens:request", map[string]any{"agent_id": "boot"})
+	wantStatus(t, "request on the stalled instance", r, 503, "ServiceUnavailableError")
+	if !bytes.Contains(r.body, []byte("but the projections have not reached it yet; read it again shortly")) {
+		t.Errorf("the stalled instance's 503 = %s, want it to say the change is on the ledger and to read it again", r.body)
+	}
 	items, _ := a.readFeed(asAdmin, "/v3r1/projects/p1/agents/boot/feed", 50)
 	if diff := cmp.Diff([]string{"agent.registered", "credential.issued"}, feedTypes(items)); diff != "" {
 		t.Errorf("feed of boot (-want +got):\n%s", diff)

@@ -388,45 +388,30 @@ func (s *Server) raw(c *call) ([]byte, error) {
 // wait blocks until the projections have folded seq, so that a client reads
 // its own writes.
 func (s *Server) wait(ctx context.Context, seq uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
-	defer cancel()
-	if err := s.store.WaitFor(ctx, seq); err != nil {
-		return notYet(seq)
-	}
-	return nil
-}
-
-// notYet is the answer of a command whose event at seq the projections
-// have not reached within Config.WaitTimeout: 503 with Retry-After.
-func notYet(seq uint64) error {
-	return &statusError{kind: errUnavailable, msg: fmt.Sprintf("the change is on the ledger at ledger_seq %d but the projections have not reached it yet; read it again shortly", seq), retryAfter: time.Second}
+	return unavailable(faceauth.Wait(ctx, s.store, seq, s.cfg.WaitTimeout))
 }
 
 // waitNear is wait for the answer of a command that shows nothing of the
-// projections: the projector need not have folded seq, only come within
-// projection.AnswerLag of it (Store.WaitNear), since every read waits for the
-// commit of what the engine has folded.
+// projections (faceauth.WaitNear).
 func (s *Server) waitNear(ctx context.Context, seq uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
-	defer cancel()
-	if err := s.store.WaitNear(ctx, seq); err != nil {
-		return notYet(seq)
-	}
-	return nil
+	return unavailable(faceauth.WaitNear(ctx, s.store, seq, s.cfg.WaitTimeout))
 }
 
 // turnAt is the Turn a command changed at seq, for the command's answer
-// (projection.Store.Answer): the engine's Turn as the command left it (t,
-// engine.AsOf) where it has one, else the projections' once they have folded
-// seq, without waiting for the commit of its batch.
+// (faceauth.Answer).
 func (s *Server) turnAt(ctx context.Context, project, turnID string, seq uint64, t *kernel.Turn) (projection.TurnView, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
-	defer cancel()
-	v, err := s.store.Answer(ctx, project, turnID, seq, t)
-	if err != nil && ctx.Err() != nil || errors.Is(err, projection.ErrClosed) {
-		return v, notYet(seq)
+	v, err := faceauth.Answer(ctx, s.store, project, turnID, seq, t, s.cfg.WaitTimeout)
+	return v, unavailable(err)
+}
+
+// unavailable is the answer of a wait for the projections that timed out
+// (faceauth.Unavailable): 503 with Retry-After; other errors pass.
+func unavailable(err error) error {
+	var u *faceauth.Unavailable
+	if errors.As(err, &u) {
+		return &statusError{kind: errUnavailable, msg: u.Msg, retryAfter: time.Second}
 	}
-	return v, err
+	return err
 }
 
 func (s *Server) ok(w http.ResponseWriter, v any) error {

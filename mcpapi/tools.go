@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"slices"
 	"time"
@@ -201,13 +200,7 @@ func (h *Handler) wait(ctx context.Context, seq uint64) error {
 // (projection.Store.Answer, as httpapi answers): t is the engine's Turn as
 // the command left it, or nil.
 func (h *Handler) turnAt(ctx context.Context, project, turnID string, seq uint64, t *kernel.Turn) (projection.TurnView, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.WaitTimeout)
-	defer cancel()
-	v, err := h.store.Answer(ctx, project, turnID, seq, t)
-	if err != nil && ctx.Err() != nil || errors.Is(err, projection.ErrClosed) {
-		return v, faceauth.NotYet(seq)
-	}
-	return v, err
+	return faceauth.Answer(ctx, h.store, project, turnID, seq, t, h.cfg.WaitTimeout)
 }
 
 // caughtUp makes a read see every write of the project made before it

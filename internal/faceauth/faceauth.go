@@ -151,6 +151,34 @@ func Wait(ctx context.Context, store *projection.Store, seq uint64, timeout time
 	return nil
 }
 
+// WaitNear is Wait for the answer of a command that shows nothing of the
+// projections: they need only come within projection.AnswerLag of seq
+// (Store.WaitNear), since every read waits for the commit of what the
+// engine has folded.
+func WaitNear(ctx context.Context, store *projection.Store, seq uint64, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := store.WaitNear(ctx, seq); err != nil {
+		return NotYet(seq)
+	}
+	return nil
+}
+
+// Answer is the Turn a command changed at seq, for the command's answer
+// (projection.Store.Answer): the engine's Turn as the command left it (t,
+// engine.AsOf) where it has one, else the projections' once they have
+// folded seq (at most timeout), without waiting for the commit of its
+// batch.
+func Answer(ctx context.Context, store *projection.Store, project, turnID string, seq uint64, t *kernel.Turn, timeout time.Duration) (projection.TurnView, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v, err := store.Answer(ctx, project, turnID, seq, t)
+	if err != nil && ctx.Err() != nil || errors.Is(err, projection.ErrClosed) {
+		return v, NotYet(seq)
+	}
+	return v, err
+}
+
 // ErrorBody is the {error, message} of err, as the HTTP API writes it;
 // anything that is not a refusal is logged in full and shown as a generic
 // internal error.
