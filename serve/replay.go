@@ -20,7 +20,7 @@ import (
 // into a new file, showing its progress on out, and swaps it in for the
 // live one, keeping a damaged one aside. No service may be running on the
 // same data directory: Replay refuses while one holds its projection file.
-func Replay(ctx context.Context, cfg Config, out io.Writer) error {
+func Replay(parent context.Context, cfg Config, out io.Writer) (err error) {
 	dataDir, natsURL := cfg.DataDir, cfg.NATSURL
 	live := filepath.Join(dataDir, "projections.db")
 	// Replay rebuilds from an existing ledger; it never makes a data
@@ -38,12 +38,18 @@ func Replay(ctx context.Context, cfg Config, out io.Writer) error {
 	if err := checkProjectionsFree(dataDir); err != nil {
 		return err
 	}
-	damaged := projection.Check(live)
-	if errors.Is(damaged, projection.ErrInUse) {
-		return projectionsInUse(dataDir)
-	} else if damaged != nil && !errors.Is(damaged, projection.ErrDamaged) {
-		return damaged
-	}
+	// The live file is checked (read whole: on a cold page cache seconds of
+	// reading) while the rebuild runs and hides it.
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	check := checkLive(live, cancel)
+	defer func() { <-check.done }() // no goroutine outlives Replay
+	defer func() {
+		if err != nil && ctx.Err() != nil && parent.Err() == nil {
+			// The check stopped the rebuild: its refusal is the answer.
+			_, err = check.result(dataDir)
+		}
+	}()
 	emb, nc, l, err := openLedger(ctx, dataDir, natsURL, cfg.NATSAuth, cfg.Ledger, ledger.SyncAlways)
 	if err != nil {
 		return err
@@ -80,6 +86,11 @@ func Replay(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	damaged, refused := check.result(dataDir)
+	if refused != nil {
+		os.Remove(next)
+		return refused
+	}
 	carry := ""
 	if damaged == nil && exists(live) {
 		carry = live // its retention horizon and retired Turns (projection.CarryRetirement)
@@ -102,6 +113,42 @@ func Replay(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "rebuilt %s in %s\n", live, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// liveCheck is projection.Check of the live projection file, run beside
+// the rebuild.
+type liveCheck struct {
+	done chan struct{}
+	err  error
+}
+
+// checkLive checks the file at path on a goroutine of its own. It calls
+// stop when the check cannot tell whether the file is damaged (it is
+// unreadable, or a serve took it meanwhile): the rebuild is of no use then.
+func checkLive(path string, stop func()) *liveCheck {
+	c := &liveCheck{done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.err = projection.Check(path)
+		if c.err != nil && !errors.Is(c.err, projection.ErrDamaged) {
+			stop()
+		}
+	}()
+	return c
+}
+
+// result waits for the check: damaged is the damage it found (nil: none or
+// no file), refused an error that ends the replay.
+func (c *liveCheck) result(dataDir string) (damaged, refused error) {
+	<-c.done
+	switch {
+	case c.err == nil, errors.Is(c.err, projection.ErrDamaged):
+		return c.err, nil
+	case errors.Is(c.err, projection.ErrInUse):
+		return nil, projectionsInUse(dataDir)
+	default:
+		return nil, c.err
+	}
 }
 
 // writeModels is the ledger as Rebuild reads it, folding every project's
