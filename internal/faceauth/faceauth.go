@@ -143,12 +143,7 @@ func NotYet(seq uint64) error {
 
 // Wait blocks until the projections committed seq, at most timeout.
 func Wait(ctx context.Context, store *projection.Store, seq uint64, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := store.WaitFor(ctx, seq); err != nil {
-		return NotYet(seq)
-	}
-	return nil
+	return waitUntil(ctx, store.WaitFor, seq, timeout)
 }
 
 // WaitNear is Wait for the answer of a command that shows nothing of the
@@ -156,9 +151,14 @@ func Wait(ctx context.Context, store *projection.Store, seq uint64, timeout time
 // (Store.WaitNear), since every read waits for the commit of what the
 // engine has folded.
 func WaitNear(ctx context.Context, store *projection.Store, seq uint64, timeout time.Duration) error {
+	return waitUntil(ctx, store.WaitNear, seq, timeout)
+}
+
+// waitUntil runs wait for seq for at most timeout; NotYet when it fails.
+func waitUntil(ctx context.Context, wait func(context.Context, uint64) error, seq uint64, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := store.WaitNear(ctx, seq); err != nil {
+	if err := wait(ctx, seq); err != nil {
 		return NotYet(seq)
 	}
 	return nil
