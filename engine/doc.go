@@ -137,12 +137,12 @@
 //
 //	lock                          guards                                         held across I/O
 //	engine Retention.run          one retention run at a time                    yes: the archive, the purge, the projections
-//	engine slot.mu (RWMutex)      a project's write model; write: a command,     yes: Ledger.Append and the catch-up
-//	                              read: a decision that changes nothing           read (a project's commands are serial);
-//	                                                                             never across Ledger.Durable
 //	engine Engine.order           a command's decision and send while the        yes: the pipelined send (never its
 //	                              ledger pipelines, one project at a time         answer); after a refused append, the
 //	                              (pipeline.go)                                  catch-up of that project
+//	engine slot.mu (RWMutex)      a project's write model; write: a command,     yes: Ledger.Append and the catch-up
+//	                              read: a decision that changes nothing           read (a project's commands are serial);
+//	                                                                             never across Ledger.Durable
 //	engine Engine.mu              the map of slots; a slot's loading channel     no
 //	engine lastSeqProbe.mu        the look-ups of a project's last ledger_seq    no (a probe fetches on its own goroutine)
 //	engine Reaper.mu              the reaper's status                            no
@@ -164,9 +164,10 @@
 // before slot.mu), purges (Archived.purge) and has the projections retire
 // (projection Store.wmu, one bounded transaction at a time): the one engine
 // lock held while taking one of the projector's.
-// Engine.order is taken under slot.mu, around the command's decision only
-// (a load or catch-up before it holds slot.mu alone), and is held while
-// heldSlot takes Engine.mu.
+// Engine.order is taken by a command before its slot.mu, while the ledger
+// pipelines (lockOrder), so that a command queues once; it is never taken
+// while holding a slot.mu, and never held while waiting for a load (a load
+// holds slot.mu alone). It is held while heldSlot takes Engine.mu.
 // slot.mu is taken before Engine.mu (doOn forgets an empty project) and
 // before lastSeqProbe.mu (a command numbers itself once it holds the lock);
 // Engine.mu is never held while taking slot.mu (SaveSnapshots lists the

@@ -314,6 +314,12 @@ func (e *Engine) doLocked(ctx context.Context, s *slot, project string, last uin
 	appended := false
 	s.probe.writing()
 	defer func() { s.probe.written(appended) }()
+	if !readOnly && e.soleWriter() {
+		if err := e.lockOrder(ctx, s); err != nil {
+			return 0, nil, err
+		}
+		defer e.order.Unlock()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.auth.publish(s.p) // after fn's changes, still under the lock
@@ -329,7 +335,7 @@ func (e *Engine) doLocked(ctx context.Context, s *slot, project string, last uin
 	}
 	before, k := s.p.Seq, s.probe.appending()
 	s.mine = &sent
-	err = e.inOrder(readOnly, s.p, fn)
+	err = fn(s.p)
 	s.mine = nil
 	if appended = s.p.Seq > before; appended {
 		// fn appended, after the lock was taken: every event acknowledged

@@ -122,8 +122,9 @@ func TestPipelinedProjectsDecideAndSendOneAtATime(t *testing.T) {
 		}
 	}
 	// p2's command, started now, must not reach the ledger before p1's
-	// send has returned. (Reads of p2 would now wait behind it, as they
-	// wait behind any command of p2 deciding.)
+	// send has returned. (A fresh read of p2 would now wait for the answer
+	// of p2's append, as reads take the answer of their project's next
+	// append while a command of it is on its way: lastseq.go.)
 	go func() { errs <- registerIn(t.Context(), e, "p2", "b") }()
 	time.Sleep(100 * time.Millisecond)
 	close(h.release)

@@ -35,9 +35,12 @@ import (
 // the waiters form a convoy (a lock handed to a goroutine that must first
 // get a core), and the appends' answers wait behind them. So while the
 // ledger pipelines, a command decides and sends under the engine's order
-// lock, one project at a time (inOrder), as one project's commands always
-// have under its lock; a project's load, catch-up and waits for answers and
-// durability stay outside it (docs/speed.md has the measurements).
+// lock, one project at a time, as one project's commands always have under
+// its lock. The command queues for the order lock first and takes its
+// project's lock once it holds it (lockOrder): queueing at both, a command
+// of a busy project would wait twice. A project's load and waits for
+// answers and durability stay outside the order lock; the catch-up after a
+// refused append runs under it (docs/speed.md has the measurements).
 
 // Pipeliner is a Ledger that sends an append and returns before the server
 // answers, where it is the only writer of its stream
@@ -97,15 +100,23 @@ func (e *Engine) sendAppend(ctx context.Context, p *kernel.Project, ev kernel.Ev
 	return seq, true, nil
 }
 
-// inOrder runs fn, a command's decision on p (not readOnly), under the
-// engine's order lock while the ledger pipelines; a read, or a command on a
-// ledger that appends in sequence, runs without it.
-func (e *Engine) inOrder(readOnly bool, p *kernel.Project, fn func(*kernel.Project) error) error {
-	if !readOnly && e.soleWriter() {
+// lockOrder takes the engine's order lock for a command on s, while the
+// ledger pipelines, before the command takes s's lock: one queue for every
+// project's commands, so that a command waits once, not at its project's
+// lock and then again at the order lock. A state emptied after a refused
+// append is loaded again (awaitLoad) without the order lock held, so that
+// no other project's command waits for that load.
+func (e *Engine) lockOrder(ctx context.Context, s *slot) error {
+	for {
 		e.order.Lock()
-		defer e.order.Unlock()
+		if s.loaded.Load() {
+			return nil
+		}
+		e.order.Unlock()
+		if err := e.awaitLoad(ctx, s, e.cfg.LoadWait); err != nil {
+			return err
+		}
 	}
-	return fn(p)
 }
 
 // heldSlot returns the slot whose state p is, when a command runs on it
