@@ -89,20 +89,7 @@ func TestAProjectReloadingHoldsUpNoOtherProject(t *testing.T) {
 	}
 	// Another writer appends behind the Store's back: p1's next append is
 	// refused, and p1's state is to be folded again.
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := ledger.Open(t.Context(), nc, ledger.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Append(t.Context(), "p9", 0, kernel.Event{
-		Type: kernel.EvAgentHeartbeat, V: 1, ProjectID: "p9", Aggregate: kernel.AggAgent, ID: "w",
-		At: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC), Actor: kernel.Actor{Kind: "admin"}, Data: &kernel.AgentHeartbeat{},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	appendBehindItsBack(t, emb, "p9")
 	if err := registerIn(t.Context(), e, "p1", "a"); kernel.ErrorKind(err) != kernel.Unavailable {
 		t.Fatalf("p1's command after another writer's append = %v, want %s", err, kernel.Unavailable)
 	}

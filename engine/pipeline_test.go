@@ -69,22 +69,7 @@ func TestARefusedPipelinedAppendIsAnsweredAndTheStateFoldedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Another writer of the stream, on a connection of its own (opened
-	// with ledger.Open, so the server does not know of it).
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := ledger.Open(t.Context(), nc, ledger.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Append(t.Context(), "p2", 0, kernel.Event{
-		Type: kernel.EvAgentHeartbeat, V: 1, ProjectID: "p2", Aggregate: kernel.AggAgent, ID: "w",
-		At: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC), Actor: kernel.Actor{Kind: "admin"}, Data: &kernel.AgentHeartbeat{},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	appendBehindItsBack(t, emb, "p2")
 
 	before := projectEvents(t, l)
 	if _, err := dispatch(e, "k2"); kernel.ErrorKind(err) != kernel.Unavailable {
@@ -102,6 +87,28 @@ func TestARefusedPipelinedAppendIsAnsweredAndTheStateFoldedAgain(t *testing.T) {
 		t.Errorf("p1 holds %d events, want %d", got, before+2)
 	}
 	sameAsTheLedger(t, e, l)
+}
+
+// appendBehindItsBack appends an event of project to the stream of emb
+// through another writer, on a connection of its own (opened with
+// ledger.Open, so the server does not know of it): the next pipelined
+// append of the Store already open is refused.
+func appendBehindItsBack(t *testing.T, emb *ledger.Embedded, project string) {
+	t.Helper()
+	nc, err := emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := ledger.Open(t.Context(), nc, ledger.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Append(t.Context(), project, 0, kernel.Event{
+		Type: kernel.EvAgentHeartbeat, V: 1, ProjectID: project, Aggregate: kernel.AggAgent, ID: "w",
+		At: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC), Actor: kernel.Actor{Kind: "admin"}, Data: &kernel.AgentHeartbeat{},
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // pipelinedEngine is an engine over the Store of a new embedded server with
