@@ -120,9 +120,10 @@ func (c Config) Validate() error {
 // ledger, decides on it under the project's lock, appends with the expectation
 // that the project's last ledger_seq is the one folded, and evolves. A lost
 // race (another instance wrote) is caught up and decided again, so clients
-// see only real refusals. Projects never wait for each other's round trips
-// or loads; where the ledger pipelines, their commands decide and send one
-// at a time (pipeline.go).
+// see only real refusals. Projects never wait for each other's loads, nor
+// for round trips but the catch-up after a refused pipelined append; where
+// the ledger pipelines, their commands decide and send one at a time
+// (pipeline.go).
 type Engine struct {
 	ledger Ledger
 	cfg    Config
@@ -130,8 +131,8 @@ type Engine struct {
 	mu       sync.Mutex
 	projects map[string]*slot
 
-	// order is held by a command from its decision to its append's send
-	// while the ledger pipelines (pipeline.go); taken under a slot's mu.
+	// order is held by a command while the ledger pipelines, from before
+	// it takes its slot's mu until it leaves it (lockOrder, pipeline.go).
 	order sync.Mutex
 
 	snaps     Snapshots // nil: no snapshots (snapshot.go)
