@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -165,10 +166,16 @@ func TestRuntimesOnPostgres(t *testing.T) {
 		envA[k] = v
 	}
 	baseA, logsA := rtProcess(t, []string{"--addr", "127.0.0.1:0"}, envA)
-	m := embeddedLine.FindStringSubmatch(logsA.String())
-	if m == nil {
-		t.Fatalf("runtime A did not print its embedded NATS URL: %q", logsA.String())
-	}
+	// The child's stdout and stderr are two pipes copied on their own, so
+	// the listening line (stdout) can arrive before the NATS line (stderr)
+	// printed ahead of it.
+	var m []string
+	checkfor.NoError(t, 10*time.Second, func() error {
+		if m = embeddedLine.FindStringSubmatch(logsA.String()); m == nil {
+			return fmt.Errorf("runtime A did not print its embedded NATS URL: %q", logsA.String())
+		}
+		return nil
+	})
 	baseB, _ := rtProcess(t, []string{"--addr", "127.0.0.1:0", "--nats-url", m[1]}, env)
 
 	now := time.Now()
