@@ -128,9 +128,7 @@ func (s *service) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 		if _, err := p.Check(id.caller, h.cfg.Now()); err != nil {
 			return err
 		}
-		if !kernel.CanReadAll(p, id.caller) {
-			f.VisibleTo = id.caller.AgentID
-		}
+		f.VisibleTo = kernel.TurnsVisibleTo(p, id.caller)
 		return nil
 	})
 	if err != nil {

@@ -542,6 +542,18 @@ func (e *Engine) ViewFolded(ctx context.Context, project string, fn func(p *kern
 	return e.read(ctx, project, false, fn)
 }
 
+// TurnsVisibleTo is kernel.TurnsVisibleTo on the project's state as the
+// engine has folded it (ViewFolded): the agent a list of Turns is narrowed
+// to for the caller, "" for one who reads every Turn.
+func (e *Engine) TurnsVisibleTo(ctx context.Context, project string, c kernel.Caller) (string, error) {
+	var agent string
+	err := e.ViewFolded(ctx, project, func(p *kernel.Project) error {
+		agent = kernel.TurnsVisibleTo(p, c)
+		return nil
+	})
+	return agent, err
+}
+
 // Folded returns the ledger_seq of the last event of the project the engine
 // has folded, without asking the ledger: right after Authenticate or View,
 // which catch up first, it is the project's last ledger_seq.

@@ -72,19 +72,6 @@ func (s *Server) readableTurn(c *call) (string, error) {
 	return id, err
 }
 
-// turnsVisibleTo is the agent a list of Turns is narrowed to (the Turns it
-// may read, kernel.TurnReaders through the projection's index), or "" for a
-// caller who reads every Turn (kernel.CanReadAll).
-func (s *Server) turnsVisibleTo(c *call) (string, error) {
-	visibleTo := ""
-	err := s.engine.ViewFolded(c.ctx, c.project, func(p *kernel.Project) error {
-		if !kernel.CanReadAll(p, c.caller) {
-			visibleTo = c.caller.AgentID
-		}
-		return nil
-	})
-	return visibleTo, err
-}
 
 func (s *Server) getTurn(w http.ResponseWriter, c *call) error {
 	id, err := s.readableTurn(c)
@@ -547,7 +534,7 @@ func (s *Server) projectionTurns(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	if f.VisibleTo, err = s.turnsVisibleTo(c); err != nil {
+	if f.VisibleTo, err = s.engine.TurnsVisibleTo(c.ctx, c.project, c.caller); err != nil {
 		return err
 	}
 	tp, err := s.store.TurnsPage(c.project, f, limit)
@@ -572,7 +559,7 @@ func (s *Server) lineage(w http.ResponseWriter, c *call) error {
 	if err != nil {
 		return err
 	}
-	visibleTo, err := s.turnsVisibleTo(c) // the Turns of the tree the caller may read, as in the Turn list
+	visibleTo, err := s.engine.TurnsVisibleTo(c.ctx, c.project, c.caller) // the Turns of the tree the caller may read, as in the Turn list
 	if err != nil {
 		return err
 	}

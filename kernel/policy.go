@@ -194,6 +194,17 @@ func CanReadAll(p *Project, c Caller) bool {
 	return a != nil && a.Has(GrantRead)
 }
 
+// TurnsVisibleTo is the agent a list of the project's Turns is narrowed to
+// for the caller: "" when it reads every Turn (CanReadAll), else the caller,
+// who is shown the Turns TurnReaders lets it read (the projection indexes
+// them by reader).
+func TurnsVisibleTo(p *Project, c Caller) string {
+	if CanReadAll(p, c) {
+		return ""
+	}
+	return c.AgentID
+}
+
 // CanReadTurn is the read policy of one Turn: the admin and a holder of the
 // read grant read every Turn; any other agent reads the Turns it may by
 // TurnReaders. List filters use TurnReaders too, through the projection's

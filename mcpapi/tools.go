@@ -683,13 +683,7 @@ func (h *Handler) listTurns(ctx context.Context, id identity, args []byte) (any,
 	if err := h.caughtUp(ctx, id); err != nil {
 		return nil, err
 	}
-	err = h.engine.ViewFolded(ctx, id.project, func(p *kernel.Project) error {
-		if !kernel.CanReadAll(p, id.caller) {
-			f.VisibleTo = id.caller.AgentID
-		}
-		return nil
-	})
-	if err != nil {
+	if f.VisibleTo, err = h.engine.TurnsVisibleTo(ctx, id.project, id.caller); err != nil {
 		return nil, err
 	}
 	tp, err := h.store.TurnsPage(id.project, f, limit)
