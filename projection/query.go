@@ -182,6 +182,48 @@ func (s *Store) TurnsPage(project string, f TurnFilter, limit int) (TurnsPage, e
 	return pg, err
 }
 
+// TurnIDs returns the ids of the project's Turns that begin with prefix,
+// newest dispatch first, at most limit of them (clamped as a page's limit);
+// with visibleTo set, only the Turns that agent is a party of. It reads the
+// dispatch order's index, never a Turn's row, and examines at most
+// idScanBudget entries of it: more reports that it stopped before the
+// index's end, so that other Turns may match. What a completion of a Turn
+// id offers (mcpapi).
+func (s *Store) TurnIDs(project, visibleTo, prefix string, limit int) (ids []string, more bool, err error) {
+	limit = clampLimit(limit)
+	ids = []string{}
+	err = s.view(func(tx *bolt.Tx) error {
+		b, from := tx.Bucket(bktByDispatch), key(project)
+		if visibleTo != "" {
+			b, from = tx.Bucket(bktByAgent), key(project, visibleTo)
+		}
+		c, want := b.Cursor(), []byte(prefix)
+		// Back from the first key past the index's part: the newest first.
+		k, id := c.Seek(appendSeq(append([]byte(nil), from...), ^uint64(0)))
+		if k == nil {
+			k, id = c.Last()
+		} else {
+			k, id = c.Prev()
+		}
+		for scan := idScanBudget; k != nil && bytes.HasPrefix(k, from); k, id = c.Prev() {
+			if len(ids) == limit || scan == 0 {
+				more = true
+				return nil
+			}
+			scan--
+			if bytes.HasPrefix(id, want) {
+				ids = append(ids, string(id))
+			}
+		}
+		return nil
+	})
+	return ids, more, err
+}
+
+// idScanBudget is how many index entries TurnIDs examines at most: keys
+// only, no row is read, so a walk of this many costs about a millisecond.
+const idScanBudget = 10_000
+
 // scanBudget is how many Turns a page examines at most.
 func scanBudget(limit int) int { return 10*limit + 100 }
 

@@ -116,3 +116,71 @@ func TestTurnsPageNewestFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestTurnIDs: the ids of the Turns that begin with a prefix, newest
+// dispatch first, of every Turn or of those an agent is a party of, at most
+// the limit, with more set when it stopped early.
+func TestTurnIDs(t *testing.T) {
+	l := newEvents()
+	for _, a := range []string{"a", "b", "c"} {
+		l.register(a, "worker", 1)
+	}
+	// turn_x0…x4 between a and b, turn_y0…y2 between b and c.
+	for i := range 5 {
+		l.dispatch(fmt.Sprintf("turn_x%d", i), "b", "a", "k")
+	}
+	for i := range 3 {
+		l.dispatch(fmt.Sprintf("turn_y%d", i), "c", "b", "k")
+	}
+	s := applied(t, l)
+	type result struct {
+		IDs  []string
+		More bool
+	}
+	for _, tc := range []struct {
+		name              string
+		visibleTo, prefix string
+		limit             int
+		want              result
+	}{
+		{"all", "", "", 100, result{[]string{"turn_y2", "turn_y1", "turn_y0", "turn_x4", "turn_x3", "turn_x2", "turn_x1", "turn_x0"}, false}},
+		{"a prefix", "", "turn_y", 100, result{[]string{"turn_y2", "turn_y1", "turn_y0"}, false}},
+		{"a whole id", "", "turn_x3", 100, result{[]string{"turn_x3"}, false}},
+		{"a party's", "a", "", 100, result{[]string{"turn_x4", "turn_x3", "turn_x2", "turn_x1", "turn_x0"}, false}},
+		{"a party's, of a prefix it has none of", "a", "turn_y", 100, result{[]string{}, false}},
+		{"the middle party's", "b", "turn_", 100, result{[]string{"turn_y2", "turn_y1", "turn_y0", "turn_x4", "turn_x3", "turn_x2", "turn_x1", "turn_x0"}, false}},
+		{"up to the limit", "", "turn_x", 2, result{[]string{"turn_x4", "turn_x3"}, true}},
+		{"no match", "", "nope", 100, result{[]string{}, false}},
+		{"an agent that is no party", "nobody", "", 100, result{[]string{}, false}},
+	} {
+		ids, more, err := s.TurnIDs(proj, tc.visibleTo, tc.prefix, tc.limit)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if diff := cmp.Diff(tc.want, result{ids, more}); diff != "" {
+			t.Errorf("%s: TurnIDs(%q, %q, %d) (-want +got):\n%s", tc.name, tc.visibleTo, tc.prefix, tc.limit, diff)
+		}
+	}
+}
+
+// TestTurnIDsStopsAtItsBudget: a walk examines at most idScanBudget entries
+// of the index; a match older than that is not found, and more says that
+// the walk stopped early.
+func TestTurnIDsStopsAtItsBudget(t *testing.T) {
+	l := newEvents()
+	l.register("a", "worker", 1)
+	l.dispatch("turn_old", "a", "a", "k")
+	for i := range idScanBudget {
+		l.dispatch(fmt.Sprintf("turn_%d", i), "a", "a", "k")
+	}
+	s := applied(t, l)
+	ids, more, err := s.TurnIDs(proj, "", "turn_old", 100)
+	if err != nil || len(ids) != 0 || !more {
+		t.Errorf("TurnIDs of a prefix past the budget = %v, %v, %v; want none, more", ids, more, err)
+	}
+	// Within the budget every match is found (turn_999 and turn_9990…9999);
+	// the entry past the budget may still match.
+	if ids, more, err := s.TurnIDs(proj, "", "turn_999", 100); err != nil || len(ids) != 11 || !more {
+		t.Errorf("TurnIDs(turn_999) = %d ids, more %v, %v; want 11, more", len(ids), more, err)
+	}
+}
