@@ -56,7 +56,10 @@
 // turnledger://turns/{turn_id} (the Turn snapshot) and
 // turnledger://turns/{turn_id}/context (its semantic context) are resource
 // templates; a subscription to either sends notifications/resources/updated
-// each time the Turn changes.
+// each time the Turn changes. Their turn_id completes (completion/complete)
+// to the ids of the Turns the agent may read that begin with what was
+// typed, newest first (projection.Store.TurnIDs); there are no prompts, so a
+// prompt reference is refused as invalid params.
 //
 // # Tasks
 //

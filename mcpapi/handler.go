@@ -76,11 +76,13 @@ func New(e *engine.Engine, store *projection.Store, cfg Config) (*Handler, error
 			// The SDK answers prompts/list (with no prompts) whatever the
 			// capabilities say; 2026-07-28 asks a server to declare every
 			// method it handles in server/discover.
-			Prompts:    &mcp.PromptCapabilities{},
-			Tools:      &mcp.ToolCapabilities{},
-			Resources:  &mcp.ResourceCapabilities{Subscribe: true},
-			Extensions: map[string]any{TasksExtension: map[string]any{}},
+			Prompts:     &mcp.PromptCapabilities{},
+			Tools:       &mcp.ToolCapabilities{},
+			Resources:   &mcp.ResourceCapabilities{Subscribe: true},
+			Completions: &mcp.CompletionCapabilities{},
+			Extensions:  map[string]any{TasksExtension: map[string]any{}},
 		},
+		CompletionHandler:  h.complete,
 		SubscribeHandler:   h.subs.subscribe,
 		UnsubscribeHandler: h.subs.unsubscribe,
 	})

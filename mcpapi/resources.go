@@ -72,6 +72,50 @@ func (h *Handler) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(data)}}}, nil
 }
 
+// maxCompletions is how many values a completion answers at most (MCP's
+// limit for completion/complete).
+const maxCompletions = 100
+
+// complete answers completion/complete. The turn_id of the Turn resource
+// templates completes to the ids of the Turns the endpoint's agent may read
+// that begin with what was typed, newest first (projection.Store.TurnIDs),
+// hasMore set when there may be more. Another argument of a template
+// completes to nothing; a prompt (there are none) or another template is
+// refused as invalid params.
+func (h *Handler) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	p := req.Params
+	if p.Ref == nil || p.Ref.Type != "ref/resource" || (p.Ref.URI != turnTemplate && p.Ref.URI != contextTemplate) {
+		what := "no reference"
+		if p.Ref != nil {
+			what = p.Ref.Type + " " + p.Ref.Name + p.Ref.URI
+		}
+		return nil, h.rpcError(kernel.Errorf(kernel.Validation,
+			"%s has nothing to complete: completions are served for the turn_id of %s and %s", what, turnTemplate, contextTemplate))
+	}
+	res := &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}}
+	typed := p.Argument.Value
+	if p.Argument.Name != "turn_id" || (typed != "" && !kernel.ValidID(typed)) {
+		return res, nil // no Turn id begins so
+	}
+	id, err := identityFrom(ctx)
+	if err != nil {
+		return nil, h.rpcError(err)
+	}
+	if err := h.caughtUp(ctx, id); err != nil {
+		return nil, h.rpcError(err)
+	}
+	visibleTo, err := h.engine.TurnsVisibleTo(ctx, id.project, id.caller)
+	if err != nil {
+		return nil, h.rpcError(err)
+	}
+	ids, more, err := h.store.TurnIDs(id.project, visibleTo, typed, maxCompletions)
+	if err != nil {
+		return nil, h.rpcError(err)
+	}
+	res.Completion.Values, res.Completion.HasMore = ids, more
+	return res, nil
+}
+
 func isNotFound(err error) bool {
 	name, _ := faceauth.ErrorBody(discard, err)
 	return name == kernel.NotFound
