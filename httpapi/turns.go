@@ -72,7 +72,6 @@ func (s *Server) readableTurn(c *call) (string, error) {
 	return id, err
 }
 
-
 func (s *Server) getTurn(w http.ResponseWriter, c *call) error {
 	id, err := s.readableTurn(c)
 	if err != nil {
