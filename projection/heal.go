@@ -127,10 +127,11 @@ func check(f *os.File, path string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
 	}
-	if err := checkPageSum(path, m, sum); err != nil {
+	summed, err := checkPageSum(path, m, sum)
+	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
 	}
-	if err := checkPages(path); errors.Is(err, ErrInUse) {
+	if err := checkPages(path, summed); errors.Is(err, ErrInUse) {
 		return err
 	} else if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrDamaged, path, err)
@@ -309,14 +310,16 @@ func readFreelist(f *os.File, m boltMeta) (map[uint64]bool, error) {
 // on a file that was not closed cleanly: one that still carries the mark
 // of a Store writing it without fsync (durability.go: the process died, or
 // the Store found the file damaged and kept the mark). A file closed
-// cleanly and left alone since passes scanPages; one changed since does
-// not, unless the change sits inside pages (then a read that meets it marks
-// the projections failing, the mark stays, and the next start checks it).
-// bbolt panics on some damage (a zeroed page "self identifies as 0"): the
+// cleanly is left to scanPages when summed: its pages in use matched the
+// sum taken when it was closed, so nothing changed since. Without that
+// sum (none, or one of another txid: a file from before sums, a sum file
+// lost) the mark of a clean close is only the file's word, which a damaged
+// file may carry, so bbolt's check runs then too. bbolt panics on some
+// damage (a zeroed page "self identifies as 0", a key of no bytes): the
 // panic is the verdict. The caller holds a shared lock, which bbolt's own
 // shared lock joins; should bbolt still time out on the lock, the file is in
 // use, not damaged.
-func checkPages(path string) (err error) {
+func checkPages(path string, summed bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("bbolt panicked: %v", r)
@@ -330,8 +333,8 @@ func checkPages(path string) (err error) {
 	}
 	defer db.Close()
 	return db.View(func(tx *bolt.Tx) error {
-		if meta := tx.Bucket(bktMeta); meta != nil && meta.Get(keyUnsynced) == nil && meta.Get(keyCheckpoint) != nil {
-			return nil // closed cleanly
+		if meta := tx.Bucket(bktMeta); summed && meta != nil && meta.Get(keyUnsynced) == nil && meta.Get(keyCheckpoint) != nil {
+			return nil // closed cleanly, and its pages are as they were then
 		}
 		var errs []error
 		for e := range tx.Check() {

@@ -305,13 +305,14 @@ func TestALockedFileIsInUseNeverDamaged(t *testing.T) {
 	s2.Close()
 }
 
-// The check on open reads every page in use (scanPages); bbolt's own check
-// of every page's contents runs only on a file that was not closed cleanly,
-// and a file closed cleanly is compared with the sum of its pages taken at
-// close (pagesum.go). A leaf page whose header is intact but whose first two
-// keys are swapped shows each: a file closed cleanly fails on its sum (and,
-// without a sum, passes: only its headers are read); one left by a crashed
-// process fails bbolt's check (the keys out of order).
+// The check on open reads every page in use (scanPages); a file closed
+// cleanly is compared with the sum of its pages taken at close (pagesum.go),
+// and bbolt's own check of every page's contents runs on any other: one not
+// closed cleanly, or one closed cleanly with no sum to compare (its mark of
+// a clean close is then only its own word). A leaf page whose header is
+// intact but whose first two keys are swapped shows each: a file closed
+// cleanly fails on its sum, and without a sum on bbolt's check; one left by
+// a crashed process fails bbolt's check (the keys out of order).
 func TestCheckOfPagesRunsOnAFileNotClosedCleanly(t *testing.T) {
 	le := binary.LittleEndian
 	swapKeys := func(t *testing.T, path string) {
@@ -369,8 +370,8 @@ func TestCheckOfPagesRunsOnAFileNotClosedCleanly(t *testing.T) {
 	if err := os.Remove(path + sumSuffix); err != nil {
 		t.Fatal(err)
 	}
-	if err := Check(path); err != nil {
-		t.Errorf("Check(file closed cleanly without a sum, two keys swapped) = %v, want nil: only its headers are read", err)
+	if err := Check(path); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "needs to be > (found <) than previous element") {
+		t.Errorf("Check(file closed cleanly without a sum, two keys swapped) = %v, want ErrDamaged from bbolt's check (keys out of order)", err)
 	}
 
 	// A file written without fsync whose process died: it keeps its mark.
@@ -437,5 +438,62 @@ func TestThePageSumDescribesOnlyTheFileAsClosed(t *testing.T) {
 	}
 	if _, err := os.Stat(path + sumSuffix); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a sum is left where the file was: %v", err)
+	}
+}
+
+// TestOpenOfADamagedFileIsAnErrorNotAPanic: bbolt panics on a key of no
+// bytes in the page of the bucket names; Open answers ErrDamaged instead,
+// and, with no page sum to vouch for the file, Check finds the damage too
+// (bbolt's check runs), so that OpenHealing moves the file aside and starts
+// afresh.
+func TestOpenOfADamagedFileIsAnErrorNotAPanic(t *testing.T) {
+	path, _ := filledFile(t)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := readMeta(f, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m1, err := readMeta(f, int64(m.pageSize)); err == nil && m1.txid > m.txid {
+		m = m1
+	}
+	page := make([]byte, m.pageSize)
+	off := int64(m.root) * int64(m.pageSize)
+	if _, err := f.ReadAt(page, off); err != nil {
+		t.Fatal(err)
+	}
+	// The first element's key size: after flags and pos on a leaf page,
+	// after pos on a branch page.
+	ksize := pageHeaderSize + 8
+	if binary.LittleEndian.Uint16(page[8:]) == branchPage {
+		ksize = pageHeaderSize + 4
+	}
+	binary.LittleEndian.PutUint32(page[ksize:], 0)
+	if _, err := f.WriteAt(page, off); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Remove(path + sumSuffix); err != nil {
+		t.Fatal(err)
+	}
+
+	if st, err := Open(path, testConfig()); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "zero-length") {
+		if st != nil {
+			st.Close()
+		}
+		t.Fatalf("Open(a key of no bytes) = %v, want ErrDamaged naming bbolt's complaint", err)
+	}
+	if err := Check(path); !errors.Is(err, ErrDamaged) {
+		t.Errorf("Check(a key of no bytes, no page sum) = %v, want ErrDamaged", err)
+	}
+	st, healed, err := OpenHealing(path, testConfig())
+	if err != nil || healed == nil {
+		t.Fatalf("OpenHealing(a key of no bytes) = %+v, %v; want the file moved aside", healed, err)
+	}
+	defer st.Close()
+	if got := st.Checkpoint(); got != 0 {
+		t.Errorf("the fresh file's checkpoint = %d, want 0 (rebuilt from the ledger)", got)
 	}
 }

@@ -86,18 +86,19 @@ func removePageSum(path string) error {
 
 // checkPageSum compares sum, the checksum of the pages in use of the file
 // at path as its meta m describes them, with the sum written when it was
-// closed cleanly, if there is one of that meta.
-func checkPageSum(path string, m boltMeta, sum uint32) error {
+// closed cleanly, if there is one of that meta; summed reports that there
+// was one and it matched.
+func checkPageSum(path string, m boltMeta, sum uint32) (summed bool, err error) {
 	b, err := os.ReadFile(path + sumSuffix)
 	if err != nil {
-		return nil
+		return false, nil
 	}
 	var want pageSum
 	if json.Unmarshal(b, &want) != nil || want.TxID != m.txid || want.PgID != m.pgid {
-		return nil
+		return false, nil
 	}
 	if sum != want.CRC32C {
-		return fmt.Errorf("its pages in use changed since it was closed cleanly (CRC-32C %08x, was %08x at txid %d)", sum, want.CRC32C, want.TxID)
+		return false, fmt.Errorf("its pages in use changed since it was closed cleanly (CRC-32C %08x, was %08x at txid %d)", sum, want.CRC32C, want.TxID)
 	}
-	return nil
+	return true, nil
 }

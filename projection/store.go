@@ -175,12 +175,24 @@ func (o *openTx) stopTimer() {
 
 // Open opens (creating when missing) the projection file at path. A file
 // whose lock another process still holds after cfg.OpenTimeout is an error
-// wrapping ErrInUse.
-func Open(path string, cfg Config) (*Store, error) {
+// wrapping ErrInUse. bbolt panics on some damage it meets while the file is
+// opened (a key of no bytes in a page Check passed, when the file carries no
+// page sum to tell): the panic is caught and answered as an error wrapping
+// ErrDamaged, which OpenHealing heals.
+func Open(path string, cfg Config) (_ *Store, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.OpenTimeout, NoSync: cfg.NoSync || cfg.Boot != ""})
+	var db *bolt.DB
+	defer func() {
+		if r := recover(); r != nil {
+			if db != nil {
+				db.Close()
+			}
+			err = fmt.Errorf("%w: %s: bbolt panicked opening it: %v", ErrDamaged, path, r)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.OpenTimeout, NoSync: cfg.NoSync || cfg.Boot != ""})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s (its lock was not free within %v)", ErrInUse, path, cfg.OpenTimeout)
 	} else if err != nil {
