@@ -184,8 +184,9 @@ func (s *Store) TurnsPage(project string, f TurnFilter, limit int) (TurnsPage, e
 
 // TurnIDs returns the ids of the project's Turns that begin with prefix,
 // newest dispatch first, at most limit of them (clamped as a page's limit);
-// with visibleTo set, only the Turns that agent is a party of. It reads the
-// dispatch order's index, never a Turn's row, and examines at most
+// with visibleTo set, only the Turns that agent may read (the index by
+// reader, as TurnsPage's VisibleTo). It reads the index, never a Turn's
+// row, and examines at most
 // idScanBudget entries of it: more reports that it stopped before the
 // index's end, so that other Turns may match. What a completion of a Turn
 // id offers (mcpapi).

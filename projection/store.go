@@ -176,8 +176,8 @@ func (o *openTx) stopTimer() {
 // Open opens (creating when missing) the projection file at path. A file
 // whose lock another process still holds after cfg.OpenTimeout is an error
 // wrapping ErrInUse. bbolt panics on some damage it meets while the file is
-// opened (a key of no bytes in a page Check passed, when the file carries no
-// page sum to tell): the panic is caught and answered as an error wrapping
+// opened (a key of no bytes, say); Check finds such damage first, and for
+// what it may miss the panic is caught and answered as an error wrapping
 // ErrDamaged, which OpenHealing heals.
 func Open(path string, cfg Config) (_ *Store, err error) {
 	if err := cfg.Validate(); err != nil {
