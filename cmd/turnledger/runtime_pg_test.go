@@ -165,7 +165,11 @@ func TestRuntimesOnPostgres(t *testing.T) {
 	for k, v := range env {
 		envA[k] = v
 	}
-	baseA, logsA := rtProcess(t, []string{"--addr", "127.0.0.1:0"}, envA)
+	// Ten rounds of dials below spend 30 failed authentications on each
+	// runtime within a second or two, past the throttle's default burst of
+	// 20 from one address: the 429s would hide the 401s the test counts.
+	throttle := []string{"--auth-failure-burst", "64"}
+	baseA, logsA := rtProcess(t, append([]string{"--addr", "127.0.0.1:0"}, throttle...), envA)
 	// The child's stdout and stderr are two pipes copied on their own, so
 	// the listening line (stdout) can arrive before the NATS line (stderr)
 	// printed ahead of it.
@@ -176,7 +180,7 @@ func TestRuntimesOnPostgres(t *testing.T) {
 		}
 		return nil
 	})
-	baseB, _ := rtProcess(t, []string{"--addr", "127.0.0.1:0", "--nats-url", m[1]}, env)
+	baseB, _ := rtProcess(t, append([]string{"--addr", "127.0.0.1:0", "--nats-url", m[1]}, throttle...), env)
 
 	now := time.Now()
 	tok := authntest.Sign(t, jwt.SigningMethodEdDSA, key, "k1", jwt.MapClaims{
