@@ -57,10 +57,7 @@ func New(e *engine.Engine, store *projection.Store, cfg Config) (*Handler, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{engine: e, store: store, cfg: cfg, guard: cfg.AuthGuard, stopping: make(chan struct{})}
-	if h.guard == nil {
-		h.guard = faceauth.NewGuard(cfg.AuthFailures, cfg.Now)
-	}
+	h := &Handler{engine: e, store: store, cfg: cfg, guard: faceauth.GuardOf(cfg.AuthGuard, cfg.AuthFailures, cfg.Now), stopping: make(chan struct{})}
 	h.svc = &service{h: h}
 	opts := []a2asrv.TransportOption{a2asrv.WithTransportPanicHandler(func(r any) error {
 		cfg.Logger.Error("a2a handler panicked", "panic", r)

@@ -134,9 +134,6 @@ func (s *Server) InFlight(project string) int {
 // tokens left, unless known (nil: never) reports that its credential is one
 // the engine knows.
 func (s *Server) admit(r *http.Request, project, agent string, known func() bool) error {
-	if known == nil {
-		known = func() bool { return false }
-	}
 	if t, ok := s.fails.Admit(r, project, agent, known).(*faceauth.Throttled); ok {
 		return &statusError{errThrottled, t.Error(), t.Wait}
 	}

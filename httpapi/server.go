@@ -166,10 +166,7 @@ func New(engine *engine.Engine, store *projection.Store, cfg Config) (*Server, e
 		return nil, err
 	}
 	s := &Server{engine: engine, store: store, cfg: cfg, log: cfg.Logger,
-		shed: newShedder(cfg.MaxInFlight, cfg.MaxProjectInFlight), fails: cfg.AuthGuard}
-	if s.fails == nil {
-		s.fails = faceauth.NewGuard(cfg.AuthFailures, cfg.Now)
-	}
+		shed: newShedder(cfg.MaxInFlight, cfg.MaxProjectInFlight), fails: faceauth.GuardOf(cfg.AuthGuard, cfg.AuthFailures, cfg.Now)}
 	s.router = newVerbRouter(http.HandlerFunc(s.notFound), http.HandlerFunc(s.methodNotAllowed), s.panicked)
 	s.push = newPush()
 	s.handleRoutes()

@@ -63,10 +63,7 @@ func New(e *engine.Engine, store *projection.Store, cfg Config) (*Handler, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{engine: e, store: store, cfg: cfg, guard: cfg.AuthGuard}
-	if h.guard == nil {
-		h.guard = faceauth.NewGuard(cfg.AuthFailures, cfg.Now)
-	}
+	h := &Handler{engine: e, store: store, cfg: cfg, guard: faceauth.GuardOf(cfg.AuthGuard, cfg.AuthFailures, cfg.Now)}
 	h.stopCtx, h.stopAll = context.WithCancel(context.Background())
 	h.subs = newSubscriptions(h)
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "turnledger", Title: "turnledger", Version: Version}, &mcp.ServerOptions{

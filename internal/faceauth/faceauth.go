@@ -58,15 +58,24 @@ func NewGuard(rate throttle.Rate, now func() time.Time) *Guard {
 	return &Guard{fails: throttle.New(rate, now)}
 }
 
+// GuardOf is shared, the Guard a face is given to share with the instance's
+// other faces, or when there is none a Guard of its own of the rate.
+func GuardOf(shared *Guard, rate throttle.Rate, now func() time.Time) *Guard {
+	if shared != nil {
+		return shared
+	}
+	return NewGuard(rate, now)
+}
+
 func addrKey(r *http.Request) string        { return "addr\x00" + throttle.RemoteHost(r) }
 func agentKey(project, agent string) string { return "agent\x00" + project + "\x00" + agent }
 
 // Admit returns a *Throttled when the request's address failed too often
 // lately, or when it failed at all and the agent it names (if any) failed
 // too often, unless known reports that the token sent is a credential the
-// engine knows: a valid credential is served whoever else fails at its
-// address (a laptop, a NAT, a proxy). An agent's failures so throttle only
-// addresses that failed themselves.
+// engine knows (nil: it never does): a valid credential is served whoever
+// else fails at its address (a laptop, a NAT, a proxy). An agent's failures
+// so throttle only addresses that failed themselves.
 func (g *Guard) Admit(r *http.Request, project, agent string, known func() bool) error {
 	aw, addrFailed := g.fails.Wait(addrKey(r))
 	var t *Throttled
@@ -78,7 +87,7 @@ func (g *Guard) Admit(r *http.Request, project, agent string, known func() bool)
 			t = &Throttled{gw, "for this agent"}
 		}
 	}
-	if t == nil || known() {
+	if t == nil || known != nil && known() {
 		return nil
 	}
 	return t
